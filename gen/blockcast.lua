@@ -1,0 +1,338 @@
+-- gen/blockcast.lua: the generator's entry point, called by the C runtime (runtime/bc_lua.c).
+--
+-- It keeps a registry of element encodings and formats, plans the kernels of each format
+-- (family x input dtype x direction), and renders a kernel's CUDA C source for an arch from the
+-- templates, the spec and gen/tuning/<arch>.lua. Output is deterministic: no timestamps, sorted
+-- keys, integers printed with %d.
+--
+-- The host (C) provides `bc_host`: sha256(text) -> hex, embedded(path) -> text or nil,
+-- embedded_list(prefix) -> sorted paths.
+
+local spec = require("gen.spec")
+local formats = require("gen.formats")
+local render = require("gen.render")
+
+local M = {}
+
+M.VERSION = "0.1.0"
+
+M.DTYPES = { "fp32", "bf16", "fp16" }
+local DTYPE_CODE = { fp32 = 0, bf16 = 1, fp16 = 2 }
+local DTYPE_SIZE = { fp32 = 4, bf16 = 2, fp16 = 2 }
+local DTYPE_CTYPE = { fp32 = "float", bf16 = "unsigned short", fp16 = "unsigned short" }
+M.DIRECTIONS = { "row", "col", "rowcol" }
+
+local registry = {
+  elements = nil,        -- name -> element
+  elements_file = nil,
+  elements_hash = nil,
+  formats = {},          -- name -> format
+  format_order = {},     -- names in load order
+  kernels = {},          -- kernel name -> descriptor
+}
+
+local function host() return assert(rawget(_G, "bc_host"), "bc_host is not set") end
+
+-------------------------------------------------------------------------------
+-- loading
+-------------------------------------------------------------------------------
+
+local function add_kernel(k)
+  registry.kernels[k.name] = k
+end
+
+local function plan_common()
+  for _, dt in ipairs(M.DTYPES) do
+    add_kernel({ name = "bc_amax__" .. dt, family = "amax", dtype = dt, template = "amax.cu", tuning = "amax" })
+  end
+  for _, en in ipairs(spec.sorted_keys(registry.elements)) do
+    local e = registry.elements[en]
+    if e.hw_cvt then
+      add_kernel({ name = "bc_selftest_cvt_" .. en, family = "selftest_cvt", elem = e, template = "selftest_cvt.cu",
+                   tuning = "amax", min_sm = e.hw_cvt.min_sm })
+    end
+  end
+end
+
+function M.load_elements(file, text)
+  local els = formats.load_elements(file, text)
+  registry.elements = els
+  registry.elements_file = file
+  registry.elements_hash = host().sha256(text)
+  registry.kernels = {}
+  plan_common()
+  for _, fname in ipairs(registry.format_order) do
+    M.plan_format(registry.formats[fname])
+  end
+  return true
+end
+
+-- The kernels of one format: name, family, input dtype, direction.
+function M.plan_format(f)
+  local n = f.name
+  local ks = {}
+  for _, dt in ipairs(M.DTYPES) do
+    for _, dir in ipairs(M.DIRECTIONS) do
+      local rw, cw = dir ~= "col", dir ~= "row"
+      if (not rw or f.rowwise) and (not cw or f.columnwise) then
+        ks[#ks + 1] = { name = string.format("bc_quantize_%s__%s__%s", n, dt, dir), family = "quantize",
+                        dtype = dt, dir = dir, rowwise = rw, columnwise = cw, format = f,
+                        template = dir == "row" and "quantize_row.cu" or "quantize_tile.cu",
+                        tuning = dir == "row" and "quantize_row" or "quantize_tile" }
+      end
+    end
+  end
+  for _, dt in ipairs(M.DTYPES) do
+    ks[#ks + 1] = { name = string.format("bc_dequantize_%s__%s", n, dt), family = "dequantize", dtype = dt,
+                    format = f, template = "dequantize.cu", tuning = "dequantize" }
+  end
+  ks[#ks + 1] = { name = string.format("bc_scale_%s", n), family = "scale", format = f, template = "scale.cu",
+                  tuning = "dequantize" }
+  for _, k in ipairs(ks) do add_kernel(k) end
+  f.kernels = ks
+  return ks
+end
+
+-- Load and validate a format spec. Returns the format record (a table the host reads).
+function M.load_format(file, text)
+  if not registry.elements then spec.fail(file .. ": element encodings are not loaded (specs/elements.lua)") end
+  local f = formats.load_format(file, text, registry.elements)
+  f.hash = host().sha256(text)
+  local old = registry.formats[f.name]
+  if old then
+    if old.hash == f.hash then return old end
+    spec.fail(string.format("%s: format '%s' is already defined by %s with other contents; give this spec another name",
+      file, f.name, old.file))
+  end
+  registry.formats[f.name] = f
+  registry.format_order[#registry.format_order + 1] = f.name
+  M.plan_format(f)
+  return f
+end
+
+-- Load the built-in specs embedded in the host: specs/elements.lua, then specs/*.lua.
+function M.load_builtin()
+  local h = host()
+  local etext = h.embedded("specs/elements.lua")
+  M.load_elements("specs/elements.lua", etext)
+  for _, path in ipairs(h.embedded_list("specs/")) do
+    if path ~= "specs/elements.lua" then M.load_format(path, h.embedded(path)) end
+  end
+  return registry.format_order
+end
+
+function M.format(name) return registry.formats[name] end
+function M.format_names() return registry.format_order end
+
+-------------------------------------------------------------------------------
+-- arch and tuning
+-------------------------------------------------------------------------------
+
+function M.arch_sm(arch)
+  local sm, suffix = tostring(arch):match("^sm_(%d+)(a?)$")
+  if not sm then
+    spec.fail(string.format("arch '%s': expected sm_XX or sm_XXa (e.g. sm_90, sm_100a)", tostring(arch)))
+  end
+  return tonumber(sm), suffix == "a"
+end
+
+local tuning_cache = {}
+local TUNING_SCHEMA = {
+  type = "table",
+  fields = {},
+}
+for _, fam in ipairs({ "amax", "quantize_row", "quantize_tile", "dequantize" }) do
+  TUNING_SCHEMA.fields[fam] = {
+    type = "table", required = true,
+    fields = {
+      threads = { type = "integer", required = true, min = 32, max = 1024 },
+      unroll = { type = "integer", min = 1, max = 16 },
+      blocks_per_sm = { type = "integer", min = 1, max = 64 },
+      tile_rows = { type = "integer", min = 8, max = 256 },
+      tile_cols = { type = "integer", min = 8, max = 256 },
+      col_vec = { type = "integer", enum = { 2, 4, 8, 16 } },
+    },
+  }
+end
+
+function M.tuning(arch)
+  M.arch_sm(arch)
+  if tuning_cache[arch] then return tuning_cache[arch] end
+  local path = "gen/tuning/" .. arch .. ".lua"
+  local text = host().embedded(path)
+  if not text then path = "gen/tuning/default.lua"; text = host().embedded(path) end
+  local fields, src = spec.load_chunk(path, text)
+  local t = spec.validate(fields, TUNING_SCHEMA, src)
+  t.file = path
+  tuning_cache[arch] = t
+  return t
+end
+
+-------------------------------------------------------------------------------
+-- kernels
+-------------------------------------------------------------------------------
+
+local function kernel(name)
+  local k = registry.kernels[name]
+  if not k then spec.fail(string.format("unknown kernel '%s' (see `blockcast list`)", tostring(name))) end
+  return k
+end
+
+local function supported(k, arch)
+  local sm = M.arch_sm(arch)
+  return not k.min_sm or sm >= k.min_sm
+end
+
+-- Names of all kernels for `arch` (all archs if nil), sorted; optionally only one format's.
+function M.kernel_names(arch, format_name)
+  local out = {}
+  for name, k in pairs(registry.kernels) do
+    if (not format_name or (k.format and k.format.name == format_name) or (format_name == "" and not k.format))
+       and (not arch or supported(k, arch)) then
+      out[#out + 1] = name
+    end
+  end
+  table.sort(out)
+  return out
+end
+
+-- Launch parameters of a kernel for an arch: the host computes grids from these.
+function M.launch(name, arch)
+  local k = kernel(name)
+  local t = M.tuning(arch)[k.tuning]
+  local vec = k.dtype and (16 // DTYPE_SIZE[k.dtype]) or 16
+  if k.family == "dequantize" then vec = 8 end
+  return {
+    threads = t.threads, unroll = t.unroll or 1, blocks_per_sm = t.blocks_per_sm or 1,
+    tile_rows = t.tile_rows or 1, tile_cols = t.tile_cols or 1, col_vec = t.col_vec or 1, vec = vec,
+  }
+end
+
+-- Restate a spec table as comment lines, keys sorted.
+local function restate(v, indent, out)
+  for _, k in ipairs(spec.sorted_keys(v)) do
+    local x = v[k]
+    if type(x) == "table" then
+      if #x > 0 or next(x) == nil then
+        local items = {}
+        for i, it in ipairs(x) do items[i] = type(it) == "number" and string.format("0x%02X", it) or tostring(it) end
+        out[#out + 1] = string.format("//   %s%s = { %s }", indent, k, table.concat(items, ", "))
+      else
+        out[#out + 1] = string.format("//   %s%s:", indent, k)
+        restate(x, indent .. "  ", out)
+      end
+    elseif type(x) == "number" then
+      out[#out + 1] = string.format("//   %s%s = %s", indent, k, math.type(x) == "integer" and string.format("%d", x) or spec.describe(x))
+    else
+      out[#out + 1] = string.format("//   %s%s = %s", indent, k, tostring(x))
+    end
+  end
+end
+
+local function element_defines(e, sm, defs)
+  local function d(name, value) defs[#defs + 1] = string.format("#define %-28s %s", name, value) end
+  d("BC_ELEM_BITS", render.cint(e.bits))
+  d("BC_ELEM_MBITS", render.cint(e.mantissa_bits))
+  d("BC_ELEM_BIAS", render.cint(e.bias))
+  d("BC_ELEM_SIGNED", e.signed and "1" or "0")
+  d("BC_ELEM_MAX_CODE", string.format("0x%02Xu", e.max_code))
+  d("BC_ELEM_MAX_FINITE", render.cfloat(e.max_finite))
+  d("BC_ELEM_HAS_NAN", #e.nan_codes > 0 and "1" or "0")
+  d("BC_ELEM_NAN_ENCODE", string.format("0x%02Xu", e.nan_encode or 0))
+  local function code_test(codes)
+    if #codes == 0 then return "0" end
+    local parts = {}
+    for i, c in ipairs(codes) do parts[i] = string.format("(c) == 0x%02Xu", c) end
+    return "(" .. table.concat(parts, " || ") .. ")"
+  end
+  d("BC_ELEM_IS_NAN(c)", code_test(e.nan_codes))
+  d("BC_ELEM_IS_INF(c)", code_test(e.inf_codes))
+  local hw = e.hw_cvt and sm >= e.hw_cvt.min_sm
+  d("BC_ELEM_HW_CVT", hw and "1" or "0")
+  return hw and e.hw_cvt.ptx or "none"
+end
+
+-- The CUDA C source of kernel `name` for `arch`.
+function M.generate(name, arch)
+  local k = kernel(name)
+  local sm = M.arch_sm(arch)
+  if not supported(k, arch) then
+    spec.fail(string.format("kernel '%s' needs sm_%d or newer, asked for %s", name, k.min_sm, arch))
+  end
+  local h = host()
+  local tune = M.tuning(arch)
+  local L = M.launch(name, arch)
+  local f = k.format
+  local e = k.elem or (f and f.elem)
+
+  local out = {}
+  if f then
+    out[#out + 1] = string.format("// Generated by blockcast gen %s from %s (sha256 %s) -- do not edit.", M.VERSION, f.file, f.hash)
+  else
+    out[#out + 1] = string.format("// Generated by blockcast gen %s from templates/%s -- do not edit.", M.VERSION, k.template)
+  end
+  if e then
+    out[#out + 1] = string.format("// Elements: %s (sha256 %s).", registry.elements_file, registry.elements_hash)
+  end
+  out[#out + 1] = string.format("// Kernel %s for %s; tuning from %s.", name, arch, tune.file)
+  if f then
+    out[#out + 1] = "// Spec:"
+    local shown = {}
+    for kk, vv in pairs(f) do
+      if kk ~= "elem" and kk ~= "kernels" and kk ~= "hash" and kk ~= "file" then shown[kk] = vv end
+    end
+    restate(shown, "", out)
+  end
+  if e then
+    out[#out + 1] = string.format("// Element %s:", e.name)
+    local shown = {}
+    for kk, vv in pairs(e) do if kk ~= "name" then shown[kk] = vv end end
+    restate(shown, "", out)
+  end
+  out[#out + 1] = ""
+
+  local defs = {}
+  local function d(n, v) defs[#defs + 1] = string.format("#define %-28s %s", n, v) end
+  d("BC_ARCH", render.cint(sm))
+  d("BC_THREADS", render.cint(L.threads))
+  d("BC_UNROLL", render.cint(L.unroll))
+  d("BC_VEC", render.cint(L.vec))
+  d("BC_TILE_ROWS", render.cint(L.tile_rows))
+  d("BC_TILE_COLS", render.cint(L.tile_cols))
+  d("BC_COL_VEC", render.cint(L.col_vec))
+  local ptx = "none"
+  if e then ptx = element_defines(e, sm, defs) end
+  if k.dtype then
+    d("BC_DTYPE", render.cint(DTYPE_CODE[k.dtype]))
+    d("BC_DTYPE_T", DTYPE_CTYPE[k.dtype])
+  end
+  if k.family == "quantize" then
+    d("BC_ROWWISE", k.rowwise and "1" or "0")
+    d("BC_COLUMNWISE", k.columnwise and "1" or "0")
+  end
+  if f then
+    d("BC_SCALE_EPS", render.cfloat(f.scale.eps))
+    d("BC_SCALE_POW2", f.scale.pow2 and "1" or "0")
+    -- per-tensor scaling: an Inf scale becomes FLT_MAX, or the input dtype's max finite value
+    d("BC_SCALE_INF_VALUE", f.scale.inf_value == "flt_max" and "3.40282346638528859812e+38f" or "BC_DTYPE_MAX")
+  end
+  for _, l in ipairs(defs) do out[#out + 1] = l end
+  out[#out + 1] = ""
+
+  local params = { KERNEL = name, ELEM_PTX = ptx }
+  local common = h.embedded("templates/common.cuh")
+  out[#out + 1] = render.render("common.cuh", common, params)
+  local body = h.embedded("templates/" .. k.template)
+  if not body then error("generator: missing template templates/" .. k.template) end
+  out[#out + 1] = render.render(k.template, body, params)
+  return table.concat(out, "\n")
+end
+
+-- Descriptive record of a kernel for the host: family, dtype, direction, format.
+function M.kernel_desc(name)
+  local k = kernel(name)
+  return { name = k.name, family = k.family, dtype = k.dtype or "", dir = k.dir or "",
+           format = k.format and k.format.name or "", min_sm = k.min_sm or 0 }
+end
+
+return M

@@ -1,0 +1,188 @@
+-- gen/formats.lua: the schemas of element encodings and format specs, and the checks that
+-- need more than one field (a layout that cannot hold its max_finite, an element the format
+-- names but elements.lua lacks).
+
+local spec = require("gen.spec")
+
+local M = {}
+
+local fail, where, field_fail, describe = spec.fail, spec.where, spec.field_fail, spec.describe
+
+-------------------------------------------------------------------------------
+-- elements
+-------------------------------------------------------------------------------
+
+local code_list = { type = "list", of = { type = "integer", min = 0, max = 255 }, max_len = 256 }
+
+M.element_schema = {
+  type = "table",
+  fields = {
+    bits          = { type = "integer", required = true, min = 2, max = 8 },
+    exponent_bits = { type = "integer", required = true, min = 1, max = 8 },
+    mantissa_bits = { type = "integer", required = true, min = 0, max = 7 },
+    bias          = { type = "integer", required = true, min = 0, max = 127 },
+    signed        = { type = "boolean", required = true },
+    max_finite    = { type = "number", required = true, min = 0 },
+    inf_codes     = code_list,
+    nan_codes     = code_list,
+    nan_encode    = { type = "integer", min = 0, max = 255 },
+    hw_cvt        = {
+      type = "table",
+      fields = {
+        ptx    = { type = "string", required = true, pattern = "^[a-z0-9]+x2$", pattern_doc = "a PTX pair type such as \"e4m3x2\"" },
+        min_sm = { type = "integer", required = true, min = 50, max = 1000 },
+      },
+    },
+  },
+}
+
+-- Value of a code under an element's layout, ignoring special codes (exact in a double).
+local function layout_value(e, code)
+  local mb, eb = e.mantissa_bits, e.exponent_bits
+  local sign = 1
+  if e.signed and (code >> (e.bits - 1)) & 1 == 1 then sign = -1 end
+  local ex = (code >> mb) & ((1 << eb) - 1)
+  local man = code & ((1 << mb) - 1)
+  if ex == 0 then
+    return sign * man * 2.0 ^ (1 - e.bias - mb)
+  end
+  return sign * (1 + man / (1 << mb)) * 2.0 ^ (ex - e.bias)
+end
+M.layout_value = layout_value
+
+local function check_element(name, e, src)
+  local p = function(f) return name .. "." .. f end
+  local width = (e.signed and 1 or 0) + e.exponent_bits + e.mantissa_bits
+  if width ~= e.bits then
+    fail(string.format("%s: element '%s': sign (%d) + exponent_bits (%d) + mantissa_bits (%d) = %d, expected bits = %d",
+      where(src, p("bits")), name, e.signed and 1 or 0, e.exponent_bits, e.mantissa_bits, width, e.bits))
+  end
+  local ncodes = 1 << e.bits
+  local special = {}
+  for _, kind in ipairs({ "inf_codes", "nan_codes" }) do
+    for i, c in ipairs(e[kind] or {}) do
+      if c >= ncodes then
+        field_fail(src, string.format("%s.%s[%d]", name, kind, i), string.format("a code below %d (%d bits)", ncodes, e.bits), describe(c))
+      end
+      if special[c] then
+        field_fail(src, string.format("%s.%s[%d]", name, kind, i), "a code not listed twice", string.format("0x%02X again", c))
+      end
+      special[c] = kind
+    end
+  end
+  e.inf_codes = e.inf_codes or {}
+  e.nan_codes = e.nan_codes or {}
+  if #e.nan_codes > 0 then
+    if e.nan_encode == nil then
+      fail(string.format("%s: element '%s' has NaN codes, so field '%s' is needed: the code written for a NaN input",
+        where(src, name), name, p("nan_encode")))
+    end
+    if special[e.nan_encode] ~= "nan_codes" then
+      field_fail(src, p("nan_encode"), "one of the element's nan_codes", string.format("0x%02X", e.nan_encode))
+    end
+  elseif e.nan_encode ~= nil then
+    field_fail(src, p("nan_encode"), "nothing (the element has no nan_codes)", describe(e.nan_encode))
+  end
+  -- the largest finite positive code must have the value max_finite
+  local maxcode, maxval = nil, -1
+  local half = e.signed and (ncodes >> 1) or ncodes
+  for c = 0, half - 1 do
+    if not special[c] then
+      local v = layout_value(e, c)
+      if v > maxval then maxcode, maxval = c, v end
+    end
+  end
+  if maxval ~= e.max_finite then
+    field_fail(src, p("max_finite"), string.format("%s, the value of the largest finite code 0x%02X of this layout",
+      describe(maxval), maxcode or 0), describe(e.max_finite))
+  end
+  -- encode assumes finite codes are ordered by value: every code above maxcode must be special
+  for c = maxcode + 1, half - 1 do
+    if not special[c] then
+      fail(string.format("%s: element '%s': code 0x%02X is above the max finite code 0x%02X but is not listed in inf_codes or nan_codes",
+        where(src, name), name, c, maxcode))
+    end
+  end
+  e.max_code = maxcode
+  e.name = name
+  return e
+end
+
+-- Load and validate specs/elements.lua. Returns { name = element }.
+function M.load_elements(file, text)
+  local fields, src = spec.load_chunk(file, text)
+  local out = {}
+  for _, name in ipairs(spec.sorted_keys(fields)) do
+    if not name:match("^[a-z][a-z0-9_]*$") then
+      fail(string.format("%s: element name '%s': expected lower-case letters, digits and _", where(src, name), name))
+    end
+    local e = spec.validate(fields[name], M.element_schema, src, name)
+    out[name] = check_element(name, e, src)
+  end
+  return out
+end
+
+-------------------------------------------------------------------------------
+-- format specs
+-------------------------------------------------------------------------------
+
+M.format_schema = {
+  type = "table",
+  fields = {
+    name        = { type = "string", required = true, pattern = "^[a-z][a-z0-9_]*$",
+                    pattern_doc = "a name of lower-case letters, digits and _ starting with a letter" },
+    description = { type = "string", required = true },
+    element     = { type = "string", required = true, pattern = "^[a-z][a-z0-9_]*$", pattern_doc = "an element name" },
+    block       = {
+      type = "union", required = true, doc = "\"tensor\" or a table { rows = N, cols = N }",
+      options = {
+        { type = "string", enum = { "tensor" } },
+        { type = "table", fields = {
+            rows = { type = "integer", required = true, min = 1, max = 1024 },
+            cols = { type = "integer", required = true, min = 1, max = 1024 },
+        } },
+      },
+    },
+    scale = {
+      type = "table", required = true,
+      fields = {
+        type      = { type = "string", required = true, enum = { "fp32" } },
+        rule      = { type = "string", required = true, enum = { "amax" } },
+        eps       = { type = "number", default = 0, min = 0 },
+        pow2      = { type = "boolean", default = false },
+        inf_value = { type = "string", default = "flt_max", enum = { "flt_max" } },
+      },
+    },
+    rowwise = {
+      type = "table",
+      fields = { layout = { type = "string", required = true, enum = { "rowmajor" } } },
+    },
+    columnwise = {
+      type = "table",
+      fields = { layout = { type = "string", required = true, enum = { "transposed" } } },
+    },
+  },
+}
+
+-- Validate a format spec against the schema and the known elements.
+function M.load_format(file, text, elements)
+  local fields, src = spec.load_chunk(file, text)
+  local f = spec.validate(fields, M.format_schema, src)
+  local e = elements[f.element]
+  if not e then
+    local names = spec.sorted_keys(elements)
+    field_fail(src, "element", "an element of specs/elements.lua (" .. table.concat(names, ", ") .. ")", describe(f.element))
+  end
+  if type(f.block) == "table" then
+    fail(string.format("%s: field 'block': block scaling (%dx%d) is not supported by this version; expected \"tensor\"",
+      where(src, "block"), f.block.rows, f.block.cols))
+  end
+  if not f.rowwise and not f.columnwise then
+    fail(string.format("%s: a format needs at least one of 'rowwise' and 'columnwise'", where(src, nil)))
+  end
+  f.elem = e
+  f.file = file
+  return f
+end
+
+return M

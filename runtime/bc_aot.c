@@ -1,0 +1,72 @@
+/* bc_aot.c: the set of kernels compiled ahead of time by build.sh, embedded in the library as
+ * one archive (see bc_internal.h for its layout). Indexed once per context; a payload's
+ * checksum is verified when it is first used. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bc_internal.h"
+
+#define MAGIC "BCAOT001"
+
+static int rd(const unsigned char **p, const unsigned char *end, void *dst, size_t n) {
+  if ((size_t)(end - *p) < n) return 0;
+  memcpy(dst, *p, n);
+  *p += n;
+  return 1;
+}
+
+bc_status bci_aot_index(bc_ctx *ctx) {
+  if (ctx->aot_indexed) return BC_OK;
+  const unsigned char *p = bci_aot_blob, *end = bci_aot_blob_end;
+  ctx->aot_indexed = 1;
+  if (end - p == 0) return BC_OK; /* built without AOT kernels */
+  char magic[8];
+  uint32_t count;
+  if (!rd(&p, end, magic, 8) || memcmp(magic, MAGIC, 8) != 0 || !rd(&p, end, &count, 4))
+    return bci_fail(ctx, BC_ERR_INTERNAL, "the embedded AOT archive has a bad header; rebuild with ./build.sh");
+  bci_aot_entry *es = calloc(count ? count : 1, sizeof *es);
+  if (!es) return bci_fail(ctx, BC_ERR_NOMEM, "out of memory");
+  for (uint32_t i = 0; i < count; i++) {
+    uint16_t nl, al;
+    int32_t l[7];
+    uint64_t size;
+    const unsigned char *name, *arch, *hash;
+    if (!rd(&p, end, &nl, 2)) goto bad;
+    name = p;
+    if ((size_t)(end - p) < nl) goto bad;
+    p += nl;
+    if (!rd(&p, end, &al, 2)) goto bad;
+    arch = p;
+    if ((size_t)(end - p) < al) goto bad;
+    p += al;
+    hash = p;
+    if ((size_t)(end - p) < 65) goto bad;
+    p += 65;
+    if (!rd(&p, end, l, sizeof l) || !rd(&p, end, &size, 8)) goto bad;
+    if ((size_t)(end - p) < 32 + size) goto bad;
+    /* names are stored NUL-terminated (nl includes the NUL) */
+    if (nl == 0 || name[nl - 1] || al == 0 || arch[al - 1] || hash[64]) goto bad;
+    es[i].name = (const char *)name;
+    es[i].arch = (const char *)arch;
+    es[i].spec_hash = (const char *)hash;
+    es[i].launch = (bci_launch){ l[0], l[1], l[2], l[3], l[4], l[5], l[6] };
+    es[i].size = size;
+    es[i].data = p + 32; /* sha256 first, then the payload */
+    p += 32 + size;
+  }
+  ctx->aot = es;
+  ctx->naot = count;
+  return BC_OK;
+bad:
+  free(es);
+  return bci_fail(ctx, BC_ERR_INTERNAL, "the embedded AOT archive is truncated or corrupt; rebuild with ./build.sh");
+}
+
+const bci_aot_entry *bci_aot_find(bc_ctx *ctx, const char *name, const char *arch) {
+  for (size_t i = 0; i < ctx->naot; i++)
+    if (strcmp(ctx->aot[i].name, name) == 0 && strcmp(ctx->aot[i].arch, arch) == 0) return &ctx->aot[i];
+  return NULL;
+}
+
+size_t bci_aot_count(bc_ctx *ctx) { return ctx->naot; }
+const bci_aot_entry *bci_aot_at(bc_ctx *ctx, size_t i) { return i < ctx->naot ? &ctx->aot[i] : NULL; }

@@ -1,0 +1,226 @@
+/* bc_ctx.c: the context, error messages, formats registry and small helpers. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "bc_internal.h"
+
+const char *bc_status_string(bc_status s) {
+  switch (s) {
+  case BC_OK: return "BC_OK";
+  case BC_ERR_ARG: return "BC_ERR_ARG";
+  case BC_ERR_SPEC: return "BC_ERR_SPEC";
+  case BC_ERR_UNSUPPORTED: return "BC_ERR_UNSUPPORTED";
+  case BC_ERR_NOMEM: return "BC_ERR_NOMEM";
+  case BC_ERR_CUDA: return "BC_ERR_CUDA";
+  case BC_ERR_NVRTC: return "BC_ERR_NVRTC";
+  case BC_ERR_NCCL: return "BC_ERR_NCCL";
+  case BC_ERR_UNAVAILABLE: return "BC_ERR_UNAVAILABLE";
+  case BC_ERR_INTERNAL: return "BC_ERR_INTERNAL";
+  }
+  return "BC_ERR_UNKNOWN";
+}
+
+const char *bc_dtype_name(bc_dtype t) {
+  switch (t) {
+  case BC_FP32: return "fp32";
+  case BC_BF16: return "bf16";
+  case BC_FP16: return "fp16";
+  }
+  return "unknown";
+}
+
+size_t bc_dtype_size(bc_dtype t) {
+  switch (t) {
+  case BC_FP32: return 4;
+  case BC_BF16: return 2;
+  case BC_FP16: return 2;
+  }
+  return 0;
+}
+
+bc_status bci_fail(bc_ctx *ctx, bc_status s, const char *fmt, ...) {
+  if (ctx) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
+    va_end(ap);
+  }
+  return s;
+}
+
+void bci_clear_error(bc_ctx *ctx) {
+  if (ctx) ctx->err[0] = 0;
+}
+
+const char *bc_last_error(const bc_ctx *ctx) {
+  if (!ctx) return "ctx is NULL: create one with bc_ctx_create()";
+  return ctx->err;
+}
+
+char *bci_strdup(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *p = malloc(n);
+  if (p) memcpy(p, s, n);
+  return p;
+}
+
+bc_status bci_read_file(bc_ctx *ctx, const char *path, char **out, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return bci_fail(ctx, BC_ERR_ARG, "cannot open '%s': %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+    fclose(f);
+    return bci_fail(ctx, BC_ERR_ARG, "'%s' is not a regular file", path);
+  }
+  if (st.st_size > (64 << 20)) {
+    fclose(f);
+    return bci_fail(ctx, BC_ERR_ARG, "'%s' is %lld bytes; a spec file is at most 64 MiB", path, (long long)st.st_size);
+  }
+  char *buf = malloc((size_t)st.st_size + 1);
+  if (!buf) {
+    fclose(f);
+    return bci_fail(ctx, BC_ERR_NOMEM, "out of memory reading '%s'", path);
+  }
+  size_t n = fread(buf, 1, (size_t)st.st_size, f);
+  int bad = ferror(f);
+  fclose(f);
+  if (bad) {
+    free(buf);
+    return bci_fail(ctx, BC_ERR_ARG, "error reading '%s'", path);
+  }
+  buf[n] = 0;
+  *out = buf;
+  *len = n;
+  return BC_OK;
+}
+
+bc_status bc_ctx_create(bc_ctx **out, char *errbuf, size_t errbuf_size) {
+  if (errbuf && errbuf_size) errbuf[0] = 0;
+  if (!out) {
+    if (errbuf && errbuf_size) snprintf(errbuf, errbuf_size, "bc_ctx_create: argument 'out' is NULL; pass the address of a bc_ctx *");
+    return BC_ERR_ARG;
+  }
+  *out = NULL;
+  bc_ctx *ctx = calloc(1, sizeof *ctx);
+  if (!ctx) {
+    if (errbuf && errbuf_size) snprintf(errbuf, errbuf_size, "bc_ctx_create: out of memory");
+    return BC_ERR_NOMEM;
+  }
+  pthread_mutex_init(&ctx->lock, NULL);
+  bc_status s = bci_lua_open(ctx, errbuf, errbuf_size);
+  if (s != BC_OK) {
+    bc_ctx_destroy(ctx);
+    return s;
+  }
+  *out = ctx;
+  return BC_OK;
+}
+
+void bc_ctx_destroy(bc_ctx *ctx) {
+  if (!ctx) return;
+  bci_kernels_free(ctx);
+  bci_lua_close(ctx);
+  for (size_t i = 0; i < ctx->nformats; i++) {
+    free(ctx->formats[i]->description);
+    free(ctx->formats[i]->spec_file);
+    free(ctx->formats[i]);
+  }
+  free(ctx->formats);
+  free(ctx->aot);
+  pthread_mutex_destroy(&ctx->lock);
+  free(ctx);
+}
+
+bc_status bci_format_add(bc_ctx *ctx, bc_format *f) {
+  if (ctx->nformats == ctx->cap_formats) {
+    size_t cap = ctx->cap_formats ? 2 * ctx->cap_formats : 8;
+    bc_format **p = realloc(ctx->formats, cap * sizeof *p);
+    if (!p) return bci_fail(ctx, BC_ERR_NOMEM, "out of memory adding format '%s'", f->name);
+    ctx->formats = p;
+    ctx->cap_formats = cap;
+  }
+  ctx->formats[ctx->nformats++] = f;
+  return BC_OK;
+}
+
+bc_status bci_check_format(bc_ctx *ctx, const bc_format *fmt, const char *argname) {
+  if (!fmt) return bci_fail(ctx, BC_ERR_ARG, "argument '%s' is NULL: get a format with bc_format_get() or bc_format_load()", argname);
+  for (size_t i = 0; i < ctx->nformats; i++)
+    if (ctx->formats[i] == fmt) return BC_OK;
+  return bci_fail(ctx, BC_ERR_ARG, "argument '%s' is not a format of this context: formats belong to the context they came from", argname);
+}
+
+bc_status bc_format_get(bc_ctx *ctx, const char *name, const bc_format **out) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  if (!out) return bci_fail(ctx, BC_ERR_ARG, "bc_format_get: argument 'out' is NULL");
+  *out = NULL;
+  if (!name) return bci_fail(ctx, BC_ERR_ARG, "bc_format_get: argument 'name' is NULL; expected a format name such as \"fp8_e4m3_tensor\"");
+  pthread_mutex_lock(&ctx->lock);
+  for (size_t i = 0; i < ctx->nformats; i++) {
+    if (strcmp(ctx->formats[i]->name, name) == 0) {
+      *out = ctx->formats[i];
+      pthread_mutex_unlock(&ctx->lock);
+      return BC_OK;
+    }
+  }
+  char known[1024] = "";
+  for (size_t i = 0; i < ctx->nformats; i++) {
+    size_t n = strlen(known);
+    snprintf(known + n, sizeof known - n, "%s%s", i ? ", " : "", ctx->formats[i]->name);
+  }
+  pthread_mutex_unlock(&ctx->lock);
+  return bci_fail(ctx, BC_ERR_ARG, "bc_format_get: no format named '%s'; known formats: %s (or load a spec with bc_format_load)", name, known);
+}
+
+bc_status bc_format_load(bc_ctx *ctx, const char *spec_path, const bc_format **out) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  if (!out) return bci_fail(ctx, BC_ERR_ARG, "bc_format_load: argument 'out' is NULL");
+  *out = NULL;
+  if (!spec_path) return bci_fail(ctx, BC_ERR_ARG, "bc_format_load: argument 'spec_path' is NULL; expected the path of a spec file");
+  char *text;
+  size_t len;
+  bc_status s = bci_read_file(ctx, spec_path, &text, &len);
+  if (s != BC_OK) return s;
+  pthread_mutex_lock(&ctx->lock);
+  s = bci_lua_load_spec(ctx, spec_path, text, len, out);
+  pthread_mutex_unlock(&ctx->lock);
+  free(text);
+  return s;
+}
+
+size_t bc_format_count(const bc_ctx *ctx) { return ctx ? ctx->nformats : 0; }
+
+const bc_format *bc_format_at(const bc_ctx *ctx, size_t i) {
+  if (!ctx || i >= ctx->nformats) return NULL;
+  return ctx->formats[i];
+}
+
+bc_status bc_format_get_info(bc_ctx *ctx, const bc_format *fmt, bc_format_info *info) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  bc_status s = bci_check_format(ctx, fmt, "fmt");
+  if (s != BC_OK) return s;
+  if (!info) return bci_fail(ctx, BC_ERR_ARG, "bc_format_get_info: argument 'info' is NULL");
+  memset(info, 0, sizeof *info);
+  info->name = fmt->name;
+  info->description = fmt->description;
+  info->spec_file = fmt->spec_file;
+  info->element = fmt->elem.name;
+  info->element_bits = fmt->elem.bits;
+  info->block = fmt->block;
+  info->element_max = (float)fmt->elem.max_finite;
+  info->has_rowwise = fmt->has_rowwise;
+  info->has_columnwise = fmt->has_columnwise;
+  info->columnwise_transposed = fmt->columnwise_transposed;
+  return BC_OK;
+}
+
+void bc_get_stats(const bc_ctx *ctx, bc_stats *out) {
+  if (!out) return;
+  memset(out, 0, sizeof *out);
+  if (ctx) *out = ctx->stats;
+}

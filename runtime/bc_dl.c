@@ -1,0 +1,147 @@
+/* bc_dl.c: open libcuda and libnvrtc at run time, so that the library loads and generates on a
+ * machine with no driver; what needs them then returns BC_ERR_UNAVAILABLE with the reason.
+ * The resolved entry points are process-wide constants once loaded (pthread_once). */
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bc_internal.h"
+#include "bc_dl.h"
+
+bci_cuda_api bci_cu;
+bci_nvrtc_api bci_nvrtc;
+
+static pthread_once_t cuda_once = PTHREAD_ONCE_INIT, nvrtc_once = PTHREAD_ONCE_INIT;
+static char cuda_err[512], nvrtc_err[1024];
+static int cuda_ok, nvrtc_ok;
+
+static void load_cuda(void) {
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    snprintf(cuda_err, sizeof cuda_err, "the CUDA driver (libcuda.so.1) could not be opened: %s; GPU operations need an NVIDIA driver and a GPU", dlerror());
+    return;
+  }
+  typedef CUresult (*gpa_t)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+  gpa_t gpa = (gpa_t)dlsym(h, "cuGetProcAddress_v2");
+  if (!gpa) {
+    snprintf(cuda_err, sizeof cuda_err, "the CUDA driver is too old: cuGetProcAddress_v2 is missing; blockcast needs a driver for CUDA 12.0 or newer");
+    return;
+  }
+#define SYM(field, name, ver)                                                                        \
+  do {                                                                                               \
+    CUdriverProcAddressQueryResult q_;                                                               \
+    void *p_ = NULL;                                                                                 \
+    if (gpa(name, &p_, ver, CU_GET_PROC_ADDRESS_DEFAULT, &q_) != CUDA_SUCCESS || !p_) {              \
+      snprintf(cuda_err, sizeof cuda_err, "the CUDA driver lacks %s (CUDA %d.%d or newer has it); update the driver", \
+               name, ver / 1000, ver % 1000 / 10);                                                   \
+      return;                                                                                        \
+    }                                                                                                \
+    memcpy(&bci_cu.field, &p_, sizeof p_);                                                           \
+  } while (0)
+  SYM(Init, "cuInit", 2000);
+  SYM(DriverGetVersion, "cuDriverGetVersion", 2020);
+  SYM(GetErrorName, "cuGetErrorName", 6000);
+  SYM(GetErrorString, "cuGetErrorString", 6000);
+  SYM(CtxGetCurrent, "cuCtxGetCurrent", 4000);
+  SYM(CtxGetDevice, "cuCtxGetDevice", 2000);
+  SYM(DeviceGetAttribute, "cuDeviceGetAttribute", 2000);
+  SYM(LibraryLoadData, "cuLibraryLoadData", 12000);
+  SYM(LibraryUnload, "cuLibraryUnload", 12000);
+  SYM(LibraryGetKernel, "cuLibraryGetKernel", 12000);
+  SYM(LaunchKernelEx, "cuLaunchKernelEx", 11060);
+  SYM(MemsetD32Async, "cuMemsetD32Async", 3020);
+#undef SYM
+  CUresult r = bci_cu.Init(0);
+  if (r != CUDA_SUCCESS) {
+    const char *n = "?";
+    bci_cu.GetErrorName(r, &n);
+    snprintf(cuda_err, sizeof cuda_err, "cuInit failed: %s (%d): no usable GPU", n, (int)r);
+    return;
+  }
+  cuda_ok = 1;
+}
+
+bc_status bci_cuda_load(bc_ctx *ctx) {
+  pthread_once(&cuda_once, load_cuda);
+  if (!cuda_ok) return bci_fail(ctx, BC_ERR_UNAVAILABLE, "%s", cuda_err);
+  return BC_OK;
+}
+
+static void load_nvrtc(void) {
+  const char *names[] = { "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so" };
+  void *h = NULL;
+  char tried[768] = "";
+  for (size_t i = 0; i < sizeof names / sizeof *names && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+  const char *home = getenv("CUDA_HOME");
+  const char *dirs[] = { home, "/usr/local/cuda" };
+  for (size_t d = 0; d < 2 && !h; d++) {
+    if (!dirs[d]) continue;
+    const char *subs[] = { "lib64", "lib", "targets/x86_64-linux/lib" };
+    for (size_t s = 0; s < 3 && !h; s++) {
+      char p[512];
+      snprintf(p, sizeof p, "%s/%s/libnvrtc.so.13", dirs[d], subs[s]);
+      h = dlopen(p, RTLD_NOW | RTLD_LOCAL);
+      size_t n = strlen(tried);
+      if (!h) snprintf(tried + n, sizeof tried - n, " %s", p);
+    }
+  }
+  if (!h) {
+    snprintf(nvrtc_err, sizeof nvrtc_err, "NVRTC (libnvrtc.so.13) could not be opened from the loader path nor from:%s; install the CUDA toolkit or set CUDA_HOME", tried);
+    return;
+  }
+#define SYM(field, name)                                                                              \
+  do {                                                                                                \
+    void *p_ = dlsym(h, name);                                                                        \
+    if (!p_) {                                                                                        \
+      snprintf(nvrtc_err, sizeof nvrtc_err, "NVRTC lacks %s; blockcast needs NVRTC 12.0 or newer", name); \
+      return;                                                                                         \
+    }                                                                                                 \
+    memcpy(&bci_nvrtc.field, &p_, sizeof p_);                                                         \
+  } while (0)
+  SYM(GetErrorString, "nvrtcGetErrorString");
+  SYM(Version, "nvrtcVersion");
+  SYM(CreateProgram, "nvrtcCreateProgram");
+  SYM(DestroyProgram, "nvrtcDestroyProgram");
+  SYM(CompileProgram, "nvrtcCompileProgram");
+  SYM(GetProgramLogSize, "nvrtcGetProgramLogSize");
+  SYM(GetProgramLog, "nvrtcGetProgramLog");
+  SYM(GetCUBINSize, "nvrtcGetCUBINSize");
+  SYM(GetCUBIN, "nvrtcGetCUBIN");
+  SYM(GetPTXSize, "nvrtcGetPTXSize");
+  SYM(GetPTX, "nvrtcGetPTX");
+#undef SYM
+  nvrtc_ok = 1;
+}
+
+bc_status bci_nvrtc_load(bc_ctx *ctx) {
+  pthread_once(&nvrtc_once, load_nvrtc);
+  if (!nvrtc_ok) return bci_fail(ctx, BC_ERR_UNAVAILABLE, "%s", nvrtc_err);
+  return BC_OK;
+}
+
+bc_status bci_cuda_device(bc_ctx *ctx, char arch[16], int *sm_count) {
+  bc_status s = bci_cuda_load(ctx);
+  if (s != BC_OK) return s;
+  CUcontext c = NULL;
+  BCI_CU(ctx, bci_cu.CtxGetCurrent(&c));
+  if (!c)
+    return bci_fail(ctx, BC_ERR_CUDA, "no current CUDA context on this thread: call cudaSetDevice() (runtime API) or cuCtxSetCurrent() before GPU calls");
+  CUdevice dev;
+  BCI_CU(ctx, bci_cu.CtxGetDevice(&dev));
+  int major = 0, minor = 0, sms = 0;
+  BCI_CU(ctx, bci_cu.DeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+  BCI_CU(ctx, bci_cu.DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+  BCI_CU(ctx, bci_cu.DeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+  /* arch-specific features (the "a" targets) exist from sm_90 on; sm_90 kernels use none. */
+  if (major >= 10)
+    snprintf(arch, 16, "sm_%d%da", major, minor);
+  else
+    snprintf(arch, 16, "sm_%d%d", major, minor);
+  if (sm_count) *sm_count = sms;
+  return BC_OK;
+}
+
+bc_status bci_cuda_memset32(bc_ctx *ctx, void *dptr, uint32_t value, size_t count, void *stream) {
+  BCI_CU(ctx, bci_cu.MemsetD32Async((CUdeviceptr)(uintptr_t)dptr, value, count, (CUstream)stream));
+  return BC_OK;
+}

@@ -1,0 +1,158 @@
+/* bc_internal.h: declarations shared by the runtime's files; nothing here is public. */
+#ifndef BC_INTERNAL_H
+#define BC_INTERNAL_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "blockcast.h"
+
+#define BCI_HIDDEN __attribute__((visibility("hidden")))
+
+struct lua_State;
+
+/* ---- errors (bc_ctx.c) ---- */
+#define BCI_ERR_MAX 8192
+/* Set ctx's message and return s. */
+BCI_HIDDEN bc_status bci_fail(bc_ctx *ctx, bc_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+BCI_HIDDEN void bci_clear_error(bc_ctx *ctx);
+
+/* ---- formats ---- */
+typedef struct bci_element {
+  char name[32];
+  int bits, exponent_bits, mantissa_bits, bias, is_signed;
+  double max_finite;
+  int max_code;            /* largest finite positive code */
+  int nan_encode;          /* -1: no NaN */
+  uint8_t is_nan[256], is_inf[256];
+  double value[256];       /* layout value of each code (CPU reference) */
+} bci_element;
+BCI_HIDDEN void bci_element_prepare(bci_element *e);
+
+struct bc_format {
+  char name[64];
+  char *description;
+  char *spec_file;
+  char hash[65];
+  bci_element elem;
+  bc_block_kind block;
+  int has_rowwise, has_columnwise, columnwise_transposed;
+  /* scale rule */
+  double eps;
+  int pow2;
+};
+
+/* ---- kernels (bc_kernel.c) ---- */
+typedef struct bci_launch {
+  int threads, unroll, blocks_per_sm, tile_rows, tile_cols, col_vec, vec;
+} bci_launch;
+
+typedef struct bci_kernel {
+  char name[128];
+  char arch[16];
+  bci_launch launch;
+  void *library; /* CUlibrary */
+  void *func;    /* CUkernel, usable as CUfunction */
+} bci_kernel;
+
+/* Find (AOT -> compile) and load the kernel `name` for the current device. */
+BCI_HIDDEN bc_status bci_kernel_get(bc_ctx *ctx, const char *name, const bci_kernel **out);
+BCI_HIDDEN bc_status bci_kernel_launch(bc_ctx *ctx, const bci_kernel *k, unsigned gx, unsigned gy, unsigned gz,
+                                       unsigned bx, void *stream, void **params);
+BCI_HIDDEN void bci_kernels_free(bc_ctx *ctx);
+
+/* ---- CUDA driver and NVRTC, opened at run time (bc_dl.c) ---- */
+BCI_HIDDEN bc_status bci_cuda_load(bc_ctx *ctx);
+BCI_HIDDEN bc_status bci_nvrtc_load(bc_ctx *ctx);
+/* Current device's arch ("sm_90") and SM count; fails without a context. */
+BCI_HIDDEN bc_status bci_cuda_device(bc_ctx *ctx, char arch[16], int *sm_count);
+BCI_HIDDEN bc_status bci_cuda_memset32(bc_ctx *ctx, void *dptr, uint32_t value, size_t count, void *stream);
+
+/* ---- NVRTC (bc_jit.c) ---- */
+BCI_HIDDEN bc_status bci_nvrtc_compile(bc_ctx *ctx, const char *name, const char *src, const char *arch,
+                                       void **out, size_t *out_len);
+BCI_HIDDEN bc_status bci_nvrtc_version(bc_ctx *ctx, int *major, int *minor);
+
+/* ---- Lua generator (bc_lua.c) ---- */
+BCI_HIDDEN bc_status bci_lua_open(bc_ctx *ctx, char *err, size_t errsz);
+BCI_HIDDEN void bci_lua_close(bc_ctx *ctx);
+BCI_HIDDEN bc_status bci_lua_load_spec(bc_ctx *ctx, const char *path, const char *text, size_t len,
+                                       const bc_format **out);
+BCI_HIDDEN bc_status bci_lua_kernel_names(bc_ctx *ctx, const char *arch, const char *format,
+                                          void (*fn)(const char *, void *), void *user);
+BCI_HIDDEN bc_status bci_lua_generate(bc_ctx *ctx, const char *kernel, const char *arch, char **out, size_t *len);
+BCI_HIDDEN bc_status bci_lua_launch(bc_ctx *ctx, const char *kernel, const char *arch, bci_launch *out);
+BCI_HIDDEN bc_status bci_lua_spec_hash(bc_ctx *ctx, const char *kernel, char hash[65]);
+
+/* embedded sources (generated build/gen/embed.c) */
+typedef struct bci_embedded_file {
+  const char *path;
+  const char *text;
+  size_t len;
+} bci_embedded_file;
+extern const bci_embedded_file bci_embedded_files[];
+extern const size_t bci_embedded_count;
+
+/* ---- AOT archive (bc_aot.c) ---- */
+/* Archive: "BCAOT001", u32 count, entries { u32 name_len, name, u32 arch_len, arch,
+ * char[64] spec hash, bci_launch (7 x i32), u64 size, u8[32] sha256, payload }. */
+typedef struct bci_aot_entry {
+  const char *name;
+  const char *arch;
+  const char *spec_hash;
+  bci_launch launch;
+  const void *data;
+  size_t size;
+} bci_aot_entry;
+BCI_HIDDEN bc_status bci_aot_index(bc_ctx *ctx);
+BCI_HIDDEN const bci_aot_entry *bci_aot_find(bc_ctx *ctx, const char *name, const char *arch);
+BCI_HIDDEN size_t bci_aot_count(bc_ctx *ctx);
+BCI_HIDDEN const bci_aot_entry *bci_aot_at(bc_ctx *ctx, size_t i);
+extern const unsigned char bci_aot_blob[];
+extern const unsigned char bci_aot_blob_end[];
+
+/* ---- sha256 (bc_sha256.c) ---- */
+typedef struct bci_sha256 {
+  uint32_t h[8];
+  uint64_t len;
+  unsigned char buf[64];
+  size_t fill;
+} bci_sha256;
+BCI_HIDDEN void bci_sha256_init(bci_sha256 *s);
+BCI_HIDDEN void bci_sha256_update(bci_sha256 *s, const void *data, size_t n);
+BCI_HIDDEN void bci_sha256_final(bci_sha256 *s, unsigned char out[32]);
+BCI_HIDDEN void bci_sha256_hex(const void *data, size_t n, char out[65]);
+
+/* ---- the context ---- */
+typedef struct bci_kmap_entry {
+  char key[160];
+  bci_kernel *k;
+} bci_kmap_entry;
+
+struct bc_ctx {
+  char err[BCI_ERR_MAX];
+  pthread_mutex_t lock;
+  struct lua_State *L;
+  size_t lua_mem, lua_mem_limit;
+  bc_format **formats;
+  size_t nformats, cap_formats;
+  /* loaded kernels: open addressing, key "name@arch" */
+  bci_kmap_entry *kmap;
+  size_t kmap_cap, kmap_n;
+  /* AOT index */
+  bci_aot_entry *aot;
+  size_t naot;
+  int aot_indexed;
+  bc_stats stats;
+  int cuda_tried, nvrtc_tried;
+};
+
+BCI_HIDDEN bc_status bci_format_add(bc_ctx *ctx, bc_format *f);
+BCI_HIDDEN bc_status bci_check_tensor(bc_ctx *ctx, const char *fn, const char *arg, const bc_tensor *x, int64_t *ld);
+BCI_HIDDEN bc_status bci_check_format(bc_ctx *ctx, const bc_format *fmt, const char *argname);
+BCI_HIDDEN char *bci_strdup(const char *s);
+BCI_HIDDEN bc_status bci_read_file(bc_ctx *ctx, const char *path, char **out, size_t *len);
+
+#endif

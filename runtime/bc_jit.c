@@ -1,0 +1,165 @@
+/* bc_jit.c: compile generated CUDA C with NVRTC into a cubin for one arch.
+ * A failed compile returns BC_ERR_NVRTC with the log, the options, numbered source lines
+ * around each error, and the path of a dump of the full source. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bc_internal.h"
+#include "bc_dl.h"
+
+#define NOPTS 5
+
+static void build_options(const char *arch, char archopt[64], const char *opts[NOPTS]) {
+  snprintf(archopt, 64, "--gpu-architecture=%s", arch);
+  opts[0] = archopt;
+  opts[1] = "--std=c++17";
+  opts[2] = "--fmad=false";
+  opts[3] = "--no-cache";
+  opts[4] = "--device-int128";
+}
+
+bc_status bci_nvrtc_version(bc_ctx *ctx, int *major, int *minor) {
+  bc_status s = bci_nvrtc_load(ctx);
+  if (s != BC_OK) return s;
+  nvrtcResult r = bci_nvrtc.Version(major, minor);
+  if (r != NVRTC_SUCCESS) return bci_fail(ctx, BC_ERR_NVRTC, "nvrtcVersion failed: %s", bci_nvrtc.GetErrorString(r));
+  return BC_OK;
+}
+
+/* Write the full source where the user can read it; returns the path or "" */
+static void dump_source(const char *name, const char *arch, const char *src, char *path, size_t pathsz) {
+  const char *dir = getenv("BLOCKCAST_DUMP_DIR");
+  char d[512];
+  if (!dir || !*dir) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(d, sizeof d, "%s/blockcast-dump", tmp && *tmp ? tmp : "/tmp");
+    dir = d;
+  }
+  mkdir(dir, 0755);
+  char tmpname[800];
+  snprintf(path, pathsz, "%s/%s.%s.cu", dir, name, arch);
+  snprintf(tmpname, sizeof tmpname, "%s.%ld.tmp", path, (long)getpid());
+  FILE *f = fopen(tmpname, "wb");
+  if (!f) {
+    path[0] = 0;
+    return;
+  }
+  size_t n = strlen(src);
+  int ok = fwrite(src, 1, n, f) == n;
+  ok &= fclose(f) == 0;
+  if (!ok || rename(tmpname, path) != 0) {
+    unlink(tmpname);
+    path[0] = 0;
+  }
+}
+
+/* Append the generated-source lines around `file(line)` from an NVRTC log line. */
+static void excerpt(const char *src, const char *file, long line, char *out, size_t outsz) {
+  /* find `#line 1 "file"` in the source; the template's line N is N lines after it */
+  char marker[300];
+  snprintf(marker, sizeof marker, "#line 1 \"%s\"", file);
+  const char *m = strstr(src, marker);
+  long start_line = 1; /* 1-based line of the marker */
+  if (m) {
+    for (const char *p = src; p < m; p++)
+      if (*p == '\n') start_line++;
+  } else {
+    start_line = 0; /* unknown file: treat as raw source lines */
+  }
+  long target = start_line + line; /* generated-source line */
+  long lo = target - 3, hi = target + 3;
+  long cur = 1;
+  const char *p = src;
+  size_t n = strlen(out);
+  snprintf(out + n, outsz - n, "  %s:%ld:\n", file, line);
+  while (*p && cur <= hi) {
+    const char *e = strchr(p, '\n');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    if (cur >= lo) {
+      n = strlen(out);
+      snprintf(out + n, outsz - n, "  %s%5ld | %.*s\n", cur == target ? ">" : " ", cur - start_line, (int)len, p);
+    }
+    if (!e) break;
+    p = e + 1;
+    cur++;
+  }
+}
+
+bc_status bci_nvrtc_compile(bc_ctx *ctx, const char *name, const char *src, const char *arch, void **out,
+                            size_t *out_len) {
+  bc_status s = bci_nvrtc_load(ctx);
+  if (s != BC_OK) return s;
+  char archopt[64];
+  const char *opts[NOPTS];
+  build_options(arch, archopt, opts);
+  nvrtcProgram prog;
+  char fname[200];
+  snprintf(fname, sizeof fname, "%s.cu", name);
+  nvrtcResult r = bci_nvrtc.CreateProgram(&prog, src, fname, 0, NULL, NULL);
+  if (r != NVRTC_SUCCESS) return bci_fail(ctx, BC_ERR_NVRTC, "nvrtcCreateProgram(%s) failed: %s", name, bci_nvrtc.GetErrorString(r));
+  ctx->stats.nvrtc_compiles++;
+  r = bci_nvrtc.CompileProgram(prog, NOPTS, opts);
+  if (r != NVRTC_SUCCESS) {
+    size_t ln = 0;
+    bci_nvrtc.GetProgramLogSize(prog, &ln);
+    char *log = malloc(ln + 1);
+    if (log) {
+      log[0] = 0;
+      bci_nvrtc.GetProgramLog(prog, log);
+      log[ln] = 0;
+    }
+    char dump[700];
+    dump_source(name, arch, src, dump, sizeof dump);
+    char ex[4096] = "";
+    /* each "file(line): error" in the log */
+    for (const char *p = log ? log : ""; *p;) {
+      const char *e = strchr(p, '\n');
+      size_t len = e ? (size_t)(e - p) : strlen(p);
+      const char *par = memchr(p, '(', len);
+      if (par && strstr(p, "): error") && (size_t)(strstr(p, "): error") - p) < len) {
+        char file[256];
+        size_t fl = (size_t)(par - p) < sizeof file - 1 ? (size_t)(par - p) : sizeof file - 1;
+        memcpy(file, p, fl);
+        file[fl] = 0;
+        long line = strtol(par + 1, NULL, 10);
+        if (strlen(ex) < sizeof ex - 512) excerpt(src, file, line, ex, sizeof ex);
+      }
+      if (!e) break;
+      p = e + 1;
+    }
+    char optstr[256] = "";
+    for (int i = 0; i < NOPTS; i++) {
+      size_t n = strlen(optstr);
+      snprintf(optstr + n, sizeof optstr - n, "%s%s", i ? " " : "", opts[i]);
+    }
+    s = bci_fail(ctx, BC_ERR_NVRTC, "NVRTC failed to compile %s for %s (%s)\noptions: %s\nlog:\n%s\nsource:\n%sfull source: %s",
+                 name, arch, bci_nvrtc.GetErrorString(r), optstr, log ? log : "(no log)", ex,
+                 dump[0] ? dump : "(could not be written)");
+    free(log);
+    bci_nvrtc.DestroyProgram(&prog);
+    return s;
+  }
+  size_t n = 0;
+  r = bci_nvrtc.GetCUBINSize(prog, &n);
+  if (r != NVRTC_SUCCESS || n == 0) {
+    bci_nvrtc.DestroyProgram(&prog);
+    return bci_fail(ctx, BC_ERR_NVRTC, "NVRTC produced no cubin for %s (%s): is %s a real architecture?", name, arch, arch);
+  }
+  char *bin = malloc(n);
+  if (!bin) {
+    bci_nvrtc.DestroyProgram(&prog);
+    return bci_fail(ctx, BC_ERR_NOMEM, "out of memory");
+  }
+  r = bci_nvrtc.GetCUBIN(prog, bin);
+  bci_nvrtc.DestroyProgram(&prog);
+  if (r != NVRTC_SUCCESS) {
+    free(bin);
+    return bci_fail(ctx, BC_ERR_NVRTC, "nvrtcGetCUBIN(%s) failed: %s", name, bci_nvrtc.GetErrorString(r));
+  }
+  *out = bin;
+  *out_len = n;
+  return BC_OK;
+}

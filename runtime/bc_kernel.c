@@ -1,0 +1,230 @@
+/* bc_kernel.c: kernel lookup and launch. Order: loaded in this context -> ahead-of-time
+ * archive (built by build.sh) -> generate with the embedded generator + compile with NVRTC.
+ * Kernels are loaded with cuLibraryLoadData + cuLibraryGetKernel and launched with
+ * cuLaunchKernelEx on the caller's stream. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bc_internal.h"
+#include "bc_dl.h"
+
+static uint64_t fnv1a(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+static bci_kernel *kmap_find(bc_ctx *ctx, const char *key) {
+  if (!ctx->kmap_cap) return NULL;
+  for (size_t i = fnv1a(key) & (ctx->kmap_cap - 1);; i = (i + 1) & (ctx->kmap_cap - 1)) {
+    if (!ctx->kmap[i].k) return NULL;
+    if (strcmp(ctx->kmap[i].key, key) == 0) return ctx->kmap[i].k;
+  }
+}
+
+static bc_status kmap_put(bc_ctx *ctx, const char *key, bci_kernel *k) {
+  if (2 * (ctx->kmap_n + 1) > ctx->kmap_cap) {
+    size_t cap = ctx->kmap_cap ? 2 * ctx->kmap_cap : 64;
+    bci_kmap_entry *m = calloc(cap, sizeof *m);
+    if (!m) return bci_fail(ctx, BC_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < ctx->kmap_cap; i++) {
+      if (!ctx->kmap[i].k) continue;
+      size_t j = fnv1a(ctx->kmap[i].key) & (cap - 1);
+      while (m[j].k) j = (j + 1) & (cap - 1);
+      m[j] = ctx->kmap[i];
+    }
+    free(ctx->kmap);
+    ctx->kmap = m;
+    ctx->kmap_cap = cap;
+  }
+  size_t j = fnv1a(key) & (ctx->kmap_cap - 1);
+  while (ctx->kmap[j].k) j = (j + 1) & (ctx->kmap_cap - 1);
+  snprintf(ctx->kmap[j].key, sizeof ctx->kmap[j].key, "%s", key);
+  ctx->kmap[j].k = k;
+  ctx->kmap_n++;
+  return BC_OK;
+}
+
+void bci_kernels_free(bc_ctx *ctx) {
+  for (size_t i = 0; i < ctx->kmap_cap; i++) {
+    bci_kernel *k = ctx->kmap[i].k;
+    if (!k) continue;
+    if (k->library && bci_cu.LibraryUnload) bci_cu.LibraryUnload((CUlibrary)k->library);
+    free(k);
+  }
+  free(ctx->kmap);
+  ctx->kmap = NULL;
+  ctx->kmap_cap = ctx->kmap_n = 0;
+}
+
+/* ctx->lock held */
+static bc_status kernel_get_locked(bc_ctx *ctx, const char *name, const bci_kernel **out) {
+  char arch[16];
+  bc_status s = bci_cuda_device(ctx, arch, NULL);
+  if (s != BC_OK) return s;
+  char key[160];
+  snprintf(key, sizeof key, "%s@%s", name, arch);
+  bci_kernel *k = kmap_find(ctx, key);
+  if (k) {
+    *out = k;
+    return BC_OK;
+  }
+  s = bci_aot_index(ctx);
+  if (s != BC_OK) return s;
+  char hash[65];
+  s = bci_lua_spec_hash(ctx, name, hash);
+  if (s != BC_OK) return s;
+
+  const void *image = NULL;
+  void *compiled = NULL;
+  size_t image_len = 0;
+  bci_launch launch;
+  const bci_aot_entry *e = bci_aot_find(ctx, name, arch);
+  if (e && strcmp(e->spec_hash, hash) == 0) {
+    unsigned char sum[32];
+    bci_sha256 sh;
+    bci_sha256_init(&sh);
+    bci_sha256_update(&sh, e->data, e->size);
+    bci_sha256_final(&sh, sum);
+    if (memcmp(sum, (const unsigned char *)e->data - 32, 32) != 0)
+      return bci_fail(ctx, BC_ERR_INTERNAL, "the embedded AOT kernel %s (%s) fails its checksum; rebuild with ./build.sh", name, arch);
+    image = e->data;
+    image_len = e->size;
+    launch = e->launch;
+    ctx->stats.aot_hits++;
+  } else {
+    char *src;
+    s = bci_lua_generate(ctx, name, arch, &src, NULL);
+    if (s != BC_OK) return s;
+    s = bci_lua_launch(ctx, name, arch, &launch);
+    if (s == BC_OK) s = bci_nvrtc_compile(ctx, name, src, arch, &compiled, &image_len);
+    free(src);
+    if (s != BC_OK) return s;
+    image = compiled;
+  }
+  (void)image_len;
+  k = calloc(1, sizeof *k);
+  if (!k) {
+    free(compiled);
+    return bci_fail(ctx, BC_ERR_NOMEM, "out of memory");
+  }
+  snprintf(k->name, sizeof k->name, "%s", name);
+  snprintf(k->arch, sizeof k->arch, "%s", arch);
+  k->launch = launch;
+  CUlibrary lib;
+  CUresult r = bci_cu.LibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0);
+  free(compiled);
+  if (r != CUDA_SUCCESS) {
+    const char *en = "?";
+    bci_cu.GetErrorName(r, &en);
+    free(k);
+    return bci_fail(ctx, BC_ERR_CUDA, "cuLibraryLoadData(%s for %s) failed: %s", name, arch, en);
+  }
+  CUkernel kern;
+  r = bci_cu.LibraryGetKernel(&kern, lib, name);
+  if (r != CUDA_SUCCESS) {
+    const char *en = "?";
+    bci_cu.GetErrorName(r, &en);
+    bci_cu.LibraryUnload(lib);
+    free(k);
+    return bci_fail(ctx, BC_ERR_CUDA, "cuLibraryGetKernel(%s) failed: %s", name, en);
+  }
+  k->library = lib;
+  k->func = kern;
+  s = kmap_put(ctx, key, k);
+  if (s != BC_OK) {
+    bci_cu.LibraryUnload(lib);
+    free(k);
+    return s;
+  }
+  ctx->stats.kernels_loaded++;
+  *out = k;
+  return BC_OK;
+}
+
+bc_status bci_kernel_get(bc_ctx *ctx, const char *name, const bci_kernel **out) {
+  pthread_mutex_lock(&ctx->lock);
+  bc_status s = kernel_get_locked(ctx, name, out);
+  pthread_mutex_unlock(&ctx->lock);
+  return s;
+}
+
+bc_status bci_kernel_launch(bc_ctx *ctx, const bci_kernel *k, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                            void *stream, void **params) {
+  if (gx == 0 || gy == 0 || gz == 0) return BC_OK;
+  CUlaunchConfig cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.gridDimX = gx;
+  cfg.gridDimY = gy;
+  cfg.gridDimZ = gz;
+  cfg.blockDimX = bx;
+  cfg.blockDimY = 1;
+  cfg.blockDimZ = 1;
+  cfg.hStream = (CUstream)stream;
+  CUresult r = bci_cu.LaunchKernelEx(&cfg, (CUfunction)k->func, params, NULL);
+  if (r != CUDA_SUCCESS) {
+    const char *en = "?", *es = "?";
+    bci_cu.GetErrorName(r, &en);
+    bci_cu.GetErrorString(r, &es);
+    return bci_fail(ctx, BC_ERR_CUDA, "cuLaunchKernelEx(%s, grid %ux%ux%u, block %u) failed: %s: %s", k->name, gx, gy, gz,
+                    bx, en, es);
+  }
+  return BC_OK;
+}
+
+/* ---- public kernel calls ---- */
+
+static bc_status check_arch(bc_ctx *ctx, const char *arch) {
+  if (!arch) return bci_fail(ctx, BC_ERR_ARG, "argument 'arch' is NULL; expected sm_XX or sm_XXa such as \"sm_90\"");
+  const char *p = arch;
+  if (strncmp(p, "sm_", 3) != 0) goto bad;
+  p += 3;
+  if (*p < '1' || *p > '9') goto bad;
+  while (*p >= '0' && *p <= '9') p++;
+  if (*p == 'a') p++;
+  if (*p || p - arch > 10) goto bad;
+  return BC_OK;
+bad:
+  return bci_fail(ctx, BC_ERR_ARG, "arch '%s': expected sm_XX or sm_XXa such as \"sm_90\" or \"sm_100a\"", arch);
+}
+
+bc_status bc_kernel_names(bc_ctx *ctx, const char *arch, const char *format, void (*fn)(const char *, void *),
+                          void *user) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  if (!fn) return bci_fail(ctx, BC_ERR_ARG, "bc_kernel_names: argument 'fn' is NULL");
+  if (arch && check_arch(ctx, arch) != BC_OK) return BC_ERR_ARG;
+  pthread_mutex_lock(&ctx->lock);
+  bc_status s = bci_lua_kernel_names(ctx, arch, format, fn, user);
+  pthread_mutex_unlock(&ctx->lock);
+  return s;
+}
+
+bc_status bc_kernel_source(bc_ctx *ctx, const char *kernel, const char *arch, char **out, size_t *len) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  if (!out) return bci_fail(ctx, BC_ERR_ARG, "bc_kernel_source: argument 'out' is NULL");
+  *out = NULL;
+  if (!kernel) return bci_fail(ctx, BC_ERR_ARG, "bc_kernel_source: argument 'kernel' is NULL");
+  if (check_arch(ctx, arch) != BC_OK) return BC_ERR_ARG;
+  pthread_mutex_lock(&ctx->lock);
+  bc_status s = bci_lua_generate(ctx, kernel, arch, out, len);
+  pthread_mutex_unlock(&ctx->lock);
+  return s;
+}
+
+bc_status bc_kernel_compile(bc_ctx *ctx, const char *kernel, const char *arch, void **cubin, size_t *len) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  if (!cubin || !len) return bci_fail(ctx, BC_ERR_ARG, "bc_kernel_compile: arguments 'cubin' and 'len' must not be NULL");
+  *cubin = NULL;
+  *len = 0;
+  char *src;
+  bc_status s = bc_kernel_source(ctx, kernel, arch, &src, NULL);
+  if (s != BC_OK) return s;
+  pthread_mutex_lock(&ctx->lock);
+  s = bci_nvrtc_compile(ctx, kernel, src, arch, cubin, len);
+  pthread_mutex_unlock(&ctx->lock);
+  free(src);
+  return s;
+}

@@ -1,0 +1,256 @@
+/* bc_ops.c: the public operations: argument checks, kernel choice, grids, launches. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bc_internal.h"
+
+#define MAX_ELEMS ((int64_t)1 << 50)
+
+static int aligned(const void *p, size_t a) { return ((uintptr_t)p % a) == 0; }
+
+/* ---- argument checks ---- */
+
+bc_status bci_check_tensor(bc_ctx *ctx, const char *fn, const char *arg, const bc_tensor *x, int64_t *ld) {
+  if (!x) return bci_fail(ctx, BC_ERR_ARG, "%s: argument '%s' is NULL; expected a bc_tensor", fn, arg);
+  if (bc_dtype_size(x->dtype) == 0)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: %s->dtype is %d; expected BC_FP32, BC_BF16 or BC_FP16", fn, arg, (int)x->dtype);
+  if (x->rows < 1 || x->cols < 1)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: %s has shape [%lld, %lld]; expected rows >= 1 and cols >= 1", fn, arg,
+                    (long long)x->rows, (long long)x->cols);
+  int64_t s = x->row_stride ? x->row_stride : x->cols;
+  if (s < x->cols)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: %s->row_stride is %lld, less than cols %lld; expected 0 (contiguous) or >= cols", fn,
+                    arg, (long long)x->row_stride, (long long)x->cols);
+  if (x->rows > MAX_ELEMS / s)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: %s spans %lld x %lld elements, more than 2^50", fn, arg, (long long)x->rows,
+                    (long long)s);
+  if (!x->data) return bci_fail(ctx, BC_ERR_ARG, "%s: %s->data is NULL; expected a device pointer", fn, arg);
+  if (!aligned(x->data, bc_dtype_size(x->dtype)))
+    return bci_fail(ctx, BC_ERR_ARG, "%s: %s->data %p is not aligned to its %zu-byte elements", fn, arg, x->data,
+                    bc_dtype_size(x->dtype));
+  *ld = s;
+  return BC_OK;
+}
+
+static bc_status check_qtensor(bc_ctx *ctx, const char *fn, const bc_qtensor *q, int need_dirs) {
+  if (!q) return bci_fail(ctx, BC_ERR_ARG, "%s: argument 'q' is NULL; expected a bc_qtensor", fn);
+  bc_status s = bci_check_format(ctx, q->format, "q->format");
+  if (s != BC_OK) return s;
+  if (q->rows < 1 || q->cols < 1)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: q has shape [%lld, %lld]; expected rows >= 1 and cols >= 1", fn,
+                    (long long)q->rows, (long long)q->cols);
+  if (q->rows > MAX_ELEMS / q->cols)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: q has %lld x %lld elements, more than 2^50", fn, (long long)q->rows, (long long)q->cols);
+  if (need_dirs && !q->rowwise_data && !q->columnwise_data)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: q has neither rowwise_data nor columnwise_data; set the direction(s) to write", fn);
+  if (q->rowwise_data && !q->format->has_rowwise)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: q->rowwise_data is set but format '%s' has no rowwise direction", fn, q->format->name);
+  if (q->columnwise_data && !q->format->has_columnwise)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: q->columnwise_data is set but format '%s' has no columnwise direction", fn,
+                    q->format->name);
+  return BC_OK;
+}
+
+bc_status bc_qtensor_sizes(bc_ctx *ctx, const bc_format *fmt, int64_t rows, int64_t cols, bc_direction dir,
+                           size_t *data_bytes, size_t *scale_inv_bytes) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  bc_status s = bci_check_format(ctx, fmt, "fmt");
+  if (s != BC_OK) return s;
+  if (rows < 1 || cols < 1 || rows > MAX_ELEMS / cols)
+    return bci_fail(ctx, BC_ERR_ARG, "bc_qtensor_sizes: shape [%lld, %lld]; expected rows, cols >= 1 and at most 2^50 elements",
+                    (long long)rows, (long long)cols);
+  if (dir != BC_ROWWISE && dir != BC_COLUMNWISE)
+    return bci_fail(ctx, BC_ERR_ARG, "bc_qtensor_sizes: dir is %d; expected BC_ROWWISE or BC_COLUMNWISE", (int)dir);
+  int has = dir == BC_ROWWISE ? fmt->has_rowwise : fmt->has_columnwise;
+  if (data_bytes) *data_bytes = has ? (size_t)rows * (size_t)cols * (size_t)fmt->elem.bits / 8 : 0;
+  if (scale_inv_bytes) *scale_inv_bytes = has ? sizeof(float) : 0;
+  return BC_OK;
+}
+
+/* ---- launches ---- */
+
+static unsigned umin64(int64_t a, int64_t b) { return (unsigned)(a < b ? a : b); }
+
+static bc_status get_kernel(bc_ctx *ctx, const bci_kernel **k, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bc_status get_kernel(bc_ctx *ctx, const bci_kernel **k, const char *fmt, ...) {
+  char name[128];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(name, sizeof name, fmt, ap);
+  va_end(ap);
+  return bci_kernel_get(ctx, name, k);
+}
+
+static int sm_count(bc_ctx *ctx) {
+  char arch[16];
+  int sms = 0;
+  if (bci_cuda_device(ctx, arch, &sms) != BC_OK || sms < 1) return 132;
+  return sms;
+}
+
+static bc_status amax_launch(bc_ctx *ctx, const bc_tensor *x, int64_t ld, float *amax, void *stream) {
+  const bci_kernel *k;
+  bc_status s = get_kernel(ctx, &k, "bc_amax__%s", bc_dtype_name(x->dtype));
+  if (s != BC_OK) return s;
+  s = bci_cuda_memset32(ctx, amax, 0, 1, stream);
+  if (s != BC_OK) return s;
+  int64_t rows = x->rows, cols = x->cols;
+  if (ld == cols) { cols *= rows; rows = 1; ld = cols; }
+  const bci_launch *L = &k->launch;
+  int vec_ok = aligned(x->data, 16) && (rows == 1 || ld % L->vec == 0);
+  int64_t slots = (cols + L->vec - 1) / L->vec;
+  unsigned gy = umin64(rows, 65535);
+  int64_t want = (slots + (int64_t)L->threads * L->unroll - 1) / ((int64_t)L->threads * L->unroll);
+  int64_t cap = (int64_t)sm_count(ctx) * L->blocks_per_sm;
+  cap = cap / gy > 0 ? cap / gy : 1;
+  unsigned gx = umin64(want, cap);
+  void *data = x->data;
+  void *params[] = { &data, &rows, &cols, &ld, &amax, &vec_ok };
+  return bci_kernel_launch(ctx, k, gx, gy, 1, (unsigned)L->threads, stream, params);
+}
+
+bc_status bc_amax(bc_ctx *ctx, const bc_tensor *x, float *amax, void *stream) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  int64_t ld;
+  bc_status s = bci_check_tensor(ctx, "bc_amax", "x", x, &ld);
+  if (s != BC_OK) return s;
+  if (!amax || !aligned(amax, 4)) return bci_fail(ctx, BC_ERR_ARG, "bc_amax: argument 'amax' is NULL or misaligned; expected a device fp32[1]");
+  return amax_launch(ctx, x, ld, amax, stream);
+}
+
+static bc_status scale_launch(bc_ctx *ctx, const bc_format *fmt, const float *amax, float *scale, float *scale_inv,
+                              void *stream) {
+  const bci_kernel *k;
+  bc_status s = get_kernel(ctx, &k, "bc_scale_%s", fmt->name);
+  if (s != BC_OK) return s;
+  void *params[] = { &amax, &scale, &scale_inv };
+  return bci_kernel_launch(ctx, k, 1, 1, 1, 32, stream, params);
+}
+
+bc_status bc_compute_scale(bc_ctx *ctx, const bc_format *fmt, const float *amax, float *scale, float *scale_inv,
+                           void *stream) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  bc_status s = bci_check_format(ctx, fmt, "fmt");
+  if (s != BC_OK) return s;
+  if (!amax) return bci_fail(ctx, BC_ERR_ARG, "bc_compute_scale: argument 'amax' is NULL; expected a device fp32[1]");
+  if (!scale) return bci_fail(ctx, BC_ERR_ARG, "bc_compute_scale: argument 'scale' is NULL; expected a device fp32[1]");
+  return scale_launch(ctx, fmt, amax, scale, scale_inv, stream);
+}
+
+static bc_status cast_launch(bc_ctx *ctx, const bc_tensor *x, int64_t ld, bc_qtensor *q, void *stream) {
+  const bc_format *f = q->format;
+  const char *dt = bc_dtype_name(x->dtype);
+  const bci_kernel *k;
+  bc_status s;
+  int64_t rows = x->rows, cols = x->cols;
+  const float *scale = q->scale;
+  void *in = x->data;
+  if (q->rowwise_data && !q->columnwise_data) {
+    s = get_kernel(ctx, &k, "bc_quantize_%s__%s__row", f->name, dt);
+    if (s != BC_OK) return s;
+    const bci_launch *L = &k->launch;
+    if (ld == cols) { cols *= rows; rows = 1; ld = cols; }
+    int vec_ok = aligned(in, 16) && aligned(q->rowwise_data, (size_t)L->vec) &&
+                 (rows == 1 || (ld % L->vec == 0 && cols % L->vec == 0));
+    int64_t slots = (cols + L->vec - 1) / L->vec;
+    int64_t per_block = (int64_t)L->threads * L->unroll;
+    int64_t gx = (slots + per_block - 1) / per_block;
+    if (gx > 0x7FFFFFFF) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "bc_quantize: a row of %lld elements is too long for one launch", (long long)cols);
+    void *out = q->rowwise_data, *si = q->rowwise_scale_inv;
+    void *params[] = { &in, &rows, &cols, &ld, &scale, &out, &si, &vec_ok };
+    return bci_kernel_launch(ctx, k, (unsigned)gx, umin64(rows, 65535), 1, (unsigned)L->threads, stream, params);
+  }
+  s = get_kernel(ctx, &k, "bc_quantize_%s__%s__%s", f->name, dt, q->rowwise_data ? "rowcol" : "col");
+  if (s != BC_OK) return s;
+  const bci_launch *L = &k->launch;
+  int vec_ok = aligned(in, 16) && ld % L->vec == 0 && cols % L->vec == 0 &&
+               (!q->rowwise_data || aligned(q->rowwise_data, 16)) && aligned(q->columnwise_data, 16);
+  int64_t gx = (cols + L->tile_cols - 1) / L->tile_cols;
+  int64_t gy = (rows + L->tile_rows - 1) / L->tile_rows;
+  if (gx > 0x7FFFFFFF) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "bc_quantize: %lld columns are too many for one launch", (long long)cols);
+  void *ro = q->rowwise_data, *co = q->columnwise_data, *rsi = q->rowwise_scale_inv, *csi = q->columnwise_scale_inv;
+  void *params[] = { &in, &rows, &cols, &ld, &scale, &ro, &co, &rsi, &csi, &vec_ok };
+  return bci_kernel_launch(ctx, k, (unsigned)gx, umin64(gy, 65535), 1, (unsigned)L->threads, stream, params);
+}
+
+static bc_status check_cast_args(bc_ctx *ctx, const char *fn, const bc_tensor *x, bc_qtensor *q, int64_t *ld) {
+  bc_status s = bci_check_tensor(ctx, fn, "x", x, ld);
+  if (s != BC_OK) return s;
+  s = check_qtensor(ctx, fn, q, 1);
+  if (s != BC_OK) return s;
+  if (q->rows != x->rows || q->cols != x->cols)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: q has shape [%lld, %lld] but x has [%lld, %lld]; they must match", fn,
+                    (long long)q->rows, (long long)q->cols, (long long)x->rows, (long long)x->cols);
+  if (!q->scale) return bci_fail(ctx, BC_ERR_ARG, "%s: q->scale is NULL; expected a device fp32[1]", fn);
+  return BC_OK;
+}
+
+bc_status bc_quantize_cast(bc_ctx *ctx, const bc_tensor *x, bc_qtensor *q, void *stream) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  int64_t ld;
+  bc_status s = check_cast_args(ctx, "bc_quantize_cast", x, q, &ld);
+  if (s != BC_OK) return s;
+  return cast_launch(ctx, x, ld, q, stream);
+}
+
+bc_status bc_quantize(bc_ctx *ctx, const bc_tensor *x, bc_qtensor *q, void *stream) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  int64_t ld;
+  bc_status s = check_cast_args(ctx, "bc_quantize", x, q, &ld);
+  if (s != BC_OK) return s;
+  if (!q->amax) return bci_fail(ctx, BC_ERR_ARG, "bc_quantize: q->amax is NULL; current scaling needs a device fp32[1] for the amax");
+  s = amax_launch(ctx, x, ld, q->amax, stream);
+  if (s == BC_OK) s = scale_launch(ctx, q->format, q->amax, q->scale, NULL, stream);
+  if (s == BC_OK) s = cast_launch(ctx, x, ld, q, stream);
+  return s;
+}
+
+bc_status bc_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction dir, const bc_tensor *out, void *stream) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  bc_status s = check_qtensor(ctx, "bc_dequantize", q, 0);
+  if (s != BC_OK) return s;
+  int64_t ld;
+  s = bci_check_tensor(ctx, "bc_dequantize", "out", out, &ld);
+  if (s != BC_OK) return s;
+  const void *data;
+  const float *si;
+  int64_t rows, cols;
+  if (dir == BC_ROWWISE) {
+    data = q->rowwise_data;
+    si = q->rowwise_scale_inv;
+    rows = q->rows;
+    cols = q->cols;
+  } else if (dir == BC_COLUMNWISE) {
+    data = q->columnwise_data;
+    si = q->columnwise_scale_inv;
+    int t = q->format->columnwise_transposed;
+    rows = t ? q->cols : q->rows;
+    cols = t ? q->rows : q->cols;
+  } else {
+    return bci_fail(ctx, BC_ERR_ARG, "bc_dequantize: dir is %d; expected BC_ROWWISE or BC_COLUMNWISE", (int)dir);
+  }
+  const char *dn = dir == BC_ROWWISE ? "rowwise" : "columnwise";
+  if (!data) return bci_fail(ctx, BC_ERR_ARG, "bc_dequantize: q->%s_data is NULL", dn);
+  if (!si) return bci_fail(ctx, BC_ERR_ARG, "bc_dequantize: q->%s_scale_inv is NULL", dn);
+  if (out->rows != rows || out->cols != cols)
+    return bci_fail(ctx, BC_ERR_ARG, "bc_dequantize: out has shape [%lld, %lld]; the %s data of q is [%lld, %lld]",
+                    (long long)out->rows, (long long)out->cols, dn, (long long)rows, (long long)cols);
+  const bci_kernel *k;
+  s = get_kernel(ctx, &k, "bc_dequantize_%s__%s", q->format->name, bc_dtype_name(out->dtype));
+  if (s != BC_OK) return s;
+  const bci_launch *L = &k->launch;
+  if (ld == cols) { cols *= rows; rows = 1; ld = cols; }
+  int vec_ok = aligned(data, 8) && aligned(out->data, 16) && (rows == 1 || (ld % 8 == 0 && cols % 8 == 0));
+  int64_t slots = (cols + 7) / 8;
+  int64_t per_block = (int64_t)L->threads * L->unroll;
+  int64_t gx = (slots + per_block - 1) / per_block;
+  void *o = out->data;
+  void *params[] = { &data, &rows, &cols, &ld, &si, &o, &vec_ok };
+  return bci_kernel_launch(ctx, k, (unsigned)gx, umin64(rows, 65535), 1, (unsigned)L->threads, stream, params);
+}

@@ -1,0 +1,95 @@
+# runtime/build.mk: the build, driven by ./build.sh (make -f runtime/build.mk).
+#
+# Stages: embed the generator/templates/specs -> stage-0 CLI (no AOT kernels) -> generate and
+# compile every kernel for AOT_ARCHS with NVRTC (cubins reused by content key) -> the archive is
+# embedded -> libblockcast.a, libblockcast.so, bin/blockcast, tests.
+
+B          ?= build
+CUDA_HOME  ?= /usr/local/cuda
+LUA_INC    ?= /usr/include/lua5.4
+LUA_LIB    ?= /usr/lib/x86_64-linux-gnu/liblua5.4.a
+AOT_ARCHS  ?= sm_90 sm_100a
+JOBS       ?= 2
+CC         ?= gcc
+
+CFLAGS_COMMON = -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Wno-unused-parameter -ffp-contract=off \
+                -Iruntime/include -Iruntime -I$(CUDA_HOME)/include -I$(LUA_INC)
+LIB_CFLAGS  = $(CFLAGS_COMMON) -fPIC -fvisibility=hidden
+TEST_CFLAGS = $(CFLAGS_COMMON) -Itests
+SYSLIBS     = -ldl -lm -lpthread
+TEST_LDFLAGS = -rdynamic
+CUDART      = $(CUDA_HOME)/lib64/libcudart_static.a -lrt
+
+LIB_SRCS = bc_ctx bc_lua bc_dl bc_jit bc_aot bc_kernel bc_ops bc_ref bc_sha256
+LIB_OBJS = $(LIB_SRCS:%=$(B)/obj/%.o) $(B)/obj/embed.o
+EMBED_IN = $(sort $(filter-out gen/embed.lua,$(wildcard gen/*.lua gen/tuning/*.lua)) $(wildcard templates/*) $(wildcard specs/*.lua))
+HDRS     = $(wildcard runtime/*.h runtime/include/*.h)
+
+TEST_SRCS  = $(sort $(wildcard tests/[0-9][0-9]-*.c))
+TEST_BINS  = $(TEST_SRCS:tests/%.c=$(B)/tests/%.t)
+TEST_SH    = $(sort $(wildcard tests/[0-9][0-9]-*.sh))
+TEST_SHT   = $(TEST_SH:tests/%.sh=$(B)/tests/%.t)
+BENCH_SRCS = $(wildcard tests/bench/*.c)
+BENCH_BINS = $(BENCH_SRCS:tests/bench/%.c=$(B)/bench/%)
+
+all: $(B)/lib/libblockcast.a $(B)/lib/libblockcast.so $(B)/bin/blockcast $(TEST_BINS) $(TEST_SHT) $(BENCH_BINS)
+
+$(B)/obj $(B)/gen $(B)/stage0 $(B)/aot $(B)/lib $(B)/bin $(B)/tests $(B)/bench:
+	@mkdir -p $@
+
+$(B)/gen/embed.c: $(EMBED_IN) gen/embed.lua | $(B)/gen
+	@lua5.4 gen/embed.lua $@ $(EMBED_IN)
+
+$(B)/obj/%.o: runtime/%.c $(HDRS) | $(B)/obj
+	@echo "cc $<"
+	@$(CC) $(LIB_CFLAGS) -c $< -o $@
+
+$(B)/obj/embed.o: $(B)/gen/embed.c $(HDRS) | $(B)/obj
+	@$(CC) $(LIB_CFLAGS) -c $< -o $@
+
+$(B)/obj/cli.o: runtime/cli.c $(HDRS) | $(B)/obj
+	@$(CC) $(LIB_CFLAGS) -c $< -o $@
+
+$(B)/obj/aot_empty.o: runtime/aot.S.in | $(B)/obj
+	@sed -e 's|@INCBIN@||' $< > $(B)/obj/aot_empty.S
+	@$(CC) -c $(B)/obj/aot_empty.S -o $@
+
+# stage 0: the CLI without AOT kernels, used to generate and compile them
+$(B)/stage0/blockcast: $(LIB_OBJS) $(B)/obj/aot_empty.o $(B)/obj/cli.o | $(B)/stage0
+	@$(CC) -o $@ $(B)/obj/cli.o $(LIB_OBJS) $(B)/obj/aot_empty.o $(LUA_LIB) $(SYSLIBS)
+
+$(B)/aot/kernels.bcar: $(B)/stage0/blockcast | $(B)/aot
+	@$(B)/stage0/blockcast aot --out $@ --objdir $(B)/aot/obj $(AOT_ARCHS:%=--arch %) -j $(JOBS)
+
+$(B)/obj/aot.o: runtime/aot.S.in $(B)/aot/kernels.bcar | $(B)/obj
+	@sed -e 's|@INCBIN@|	.incbin "$(abspath $(B)/aot/kernels.bcar)"|' $< > $(B)/obj/aot.S
+	@$(CC) -c $(B)/obj/aot.S -o $@
+
+# the static library carries Lua's objects, so users link only -lblockcast -ldl -lm -lpthread
+$(B)/lib/libblockcast.a: $(LIB_OBJS) $(B)/obj/aot.o | $(B)/lib
+	@rm -rf $(B)/obj/lua && mkdir -p $(B)/obj/lua && cd $(B)/obj/lua && ar x $(LUA_LIB)
+	@rm -f $@ && ar rcs $@ $(LIB_OBJS) $(B)/obj/aot.o $(B)/obj/lua/*.o
+	@echo "built $@"
+
+$(B)/lib/libblockcast.so: $(LIB_OBJS) $(B)/obj/aot.o $(B)/obj/bc_lua_shim.o runtime/libblockcast.map | $(B)/lib
+	@$(CC) -shared -o $@ -Wl,-soname,libblockcast.so.0 -Wl,--version-script=runtime/libblockcast.map -Wl,-z,defs \
+	  -Wl,--defsym=stdin=bci_lua_stdin_shim -Wl,--defsym=stdout=bci_lua_stdout_shim -Wl,--defsym=stderr=bci_lua_stderr_shim \
+	  $(LIB_OBJS) $(B)/obj/aot.o $(B)/obj/bc_lua_shim.o $(LUA_LIB) $(SYSLIBS)
+	@ln -sf libblockcast.so $(B)/lib/libblockcast.so.0
+	@echo "built $@"
+
+$(B)/bin/blockcast: $(B)/obj/cli.o $(B)/lib/libblockcast.a | $(B)/bin
+	@$(CC) -o $@ $(B)/obj/cli.o $(B)/lib/libblockcast.a $(SYSLIBS)
+	@echo "built $@"
+
+$(B)/tests/%.t: tests/%.c tests/tap.h tests/gpu.h $(B)/lib/libblockcast.a | $(B)/tests
+	@$(CC) $(TEST_CFLAGS) $(TEST_LDFLAGS) -o $@ $< $(B)/lib/libblockcast.a $(CUDART) $(SYSLIBS)
+
+$(B)/tests/%.t: tests/%.sh | $(B)/tests
+	@cp $< $@ && chmod +x $@
+
+$(B)/bench/%: tests/bench/%.c tests/gpu.h $(B)/lib/libblockcast.a | $(B)/bench
+	@$(CC) $(TEST_CFLAGS) $(TEST_LDFLAGS) -o $@ $< $(B)/lib/libblockcast.a $(CUDART) $(SYSLIBS)
+
+.PHONY: all
+.DELETE_ON_ERROR:

@@ -1,0 +1,381 @@
+/* cli.c: the blockcast command-line tool.
+ *   blockcast list [--arch sm_XX]
+ *   blockcast gen --out DIR [--spec FILE] [--arch sm_XX]...
+ *   blockcast aot --out FILE --objdir DIR --arch sm_XX... [-j N]   (used by build.sh)
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bc_internal.h"
+
+static const char *usage =
+  "usage: blockcast <command> [options]\n"
+  "  list [--arch sm_XX]                          formats and their kernels\n"
+  "  gen --out DIR [--spec FILE] [--arch sm_XX]   write generated .cu files to DIR/<arch>/\n"
+  "  aot --out FILE --objdir DIR --arch sm_XX [--arch ...] [-j N]\n"
+  "                                               compile every kernel ahead of time (build.sh)\n";
+
+static int die(bc_ctx *ctx, bc_status s, const char *what) {
+  fprintf(stderr, "blockcast: %s: %s: %s\n", what, bc_status_string(s), ctx ? bc_last_error(ctx) : "");
+  return 1;
+}
+
+static int mkdirs(const char *path) {
+  char p[1024];
+  snprintf(p, sizeof p, "%s", path);
+  for (char *s = p + 1; *s; s++) {
+    if (*s == '/') {
+      *s = 0;
+      if (mkdir(p, 0755) != 0 && errno != EEXIST) return -1;
+      *s = '/';
+    }
+  }
+  if (mkdir(p, 0755) != 0 && errno != EEXIST) return -1;
+  return 0;
+}
+
+/* write only when the contents differ; temp file + rename. 1 written, 0 unchanged, -1 error */
+static int write_if_changed(const char *path, const void *data, size_t n) {
+  FILE *f = fopen(path, "rb");
+  if (f) {
+    int same = 1;
+    size_t i = 0;
+    int c;
+    while ((c = fgetc(f)) != EOF) {
+      if (i >= n || (unsigned char)c != ((const unsigned char *)data)[i]) { same = 0; break; }
+      i++;
+    }
+    if (i != n) same = 0;
+    fclose(f);
+    if (same) return 0;
+  }
+  char tmp[1100];
+  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+  f = fopen(tmp, "wb");
+  if (!f) return -1;
+  int ok = fwrite(data, 1, n, f) == n;
+  ok &= fclose(f) == 0;
+  if (!ok || rename(tmp, path) != 0) {
+    unlink(tmp);
+    return -1;
+  }
+  return 1;
+}
+
+/* ---- list ---- */
+
+typedef struct names {
+  char **v;
+  size_t n, cap;
+} names;
+
+static void collect(const char *name, void *user) {
+  names *ns = user;
+  if (ns->n == ns->cap) {
+    ns->cap = ns->cap ? 2 * ns->cap : 64;
+    ns->v = realloc(ns->v, ns->cap * sizeof *ns->v);
+    if (!ns->v) { fprintf(stderr, "blockcast: out of memory\n"); exit(1); }
+  }
+  ns->v[ns->n++] = strdup(name);
+}
+
+static void names_free(names *ns) {
+  for (size_t i = 0; i < ns->n; i++) free(ns->v[i]);
+  free(ns->v);
+  memset(ns, 0, sizeof *ns);
+}
+
+static const char *aot_archs(bc_ctx *ctx, const char *name, char *buf, size_t n) {
+  buf[0] = 0;
+  for (size_t i = 0; i < bci_aot_count(ctx); i++) {
+    const bci_aot_entry *e = bci_aot_at(ctx, i);
+    if (strcmp(e->name, name) == 0) {
+      size_t l = strlen(buf);
+      snprintf(buf + l, n - l, "%s%s", l ? " " : "", e->arch);
+    }
+  }
+  return buf;
+}
+
+static int cmd_list(bc_ctx *ctx, int argc, char **argv) {
+  const char *arch = NULL;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--arch") == 0 && i + 1 < argc) arch = argv[++i];
+    else { fprintf(stderr, "blockcast list: unknown argument '%s'\n%s", argv[i], usage); return 2; }
+  }
+  bc_status s = bci_aot_index(ctx);
+  if (s != BC_OK) return die(ctx, s, "list");
+  for (size_t f = 0; f <= bc_format_count(ctx); f++) {
+    names ns = { 0 };
+    const char *fname = "";
+    if (f < bc_format_count(ctx)) {
+      bc_format_info info;
+      bc_format_get_info(ctx, bc_format_at(ctx, f), &info);
+      fname = info.name;
+      printf("format %s: %s\n  element %s (%d bits, max %g), %s scaling, directions:%s%s\n  spec %s\n", info.name,
+             info.description, info.element, info.element_bits, (double)info.element_max,
+             info.block == BC_BLOCK_TENSOR ? "per-tensor" : "block", info.has_rowwise ? " rowwise" : "",
+             info.has_columnwise ? (info.columnwise_transposed ? " columnwise(transposed)" : " columnwise") : "",
+             info.spec_file);
+    } else {
+      printf("format-independent kernels\n");
+    }
+    s = bc_kernel_names(ctx, arch, fname, collect, &ns);
+    if (s != BC_OK) return die(ctx, s, "list");
+    for (size_t i = 0; i < ns.n; i++) {
+      char buf[128];
+      aot_archs(ctx, ns.v[i], buf, sizeof buf);
+      printf("  %-52s aot: %s\n", ns.v[i], buf[0] ? buf : "-");
+    }
+    printf("  (%zu kernels)\n", ns.n);
+    names_free(&ns);
+  }
+  return 0;
+}
+
+/* ---- gen ---- */
+
+static int cmd_gen(bc_ctx *ctx, int argc, char **argv) {
+  const char *out = NULL, *spec = NULL;
+  const char *archs[16];
+  int narch = 0;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) out = argv[++i];
+    else if (strcmp(argv[i], "--spec") == 0 && i + 1 < argc) spec = argv[++i];
+    else if (strcmp(argv[i], "--arch") == 0 && i + 1 < argc && narch < 16) archs[narch++] = argv[++i];
+    else { fprintf(stderr, "blockcast gen: unknown argument '%s'\n%s", argv[i], usage); return 2; }
+  }
+  if (!out) { fprintf(stderr, "blockcast gen: --out DIR is required\n%s", usage); return 2; }
+  if (narch == 0) { archs[0] = "sm_90"; archs[1] = "sm_100a"; narch = 2; }
+  const char *only = NULL;
+  if (spec) {
+    const bc_format *f;
+    bc_status s = bc_format_load(ctx, spec, &f);
+    if (s != BC_OK) return die(ctx, s, spec);
+    bc_format_info info;
+    bc_format_get_info(ctx, f, &info);
+    only = info.name;
+  }
+  size_t written = 0, total = 0;
+  for (int a = 0; a < narch; a++) {
+    names ns = { 0 };
+    bc_status s = bc_kernel_names(ctx, archs[a], only, collect, &ns);
+    if (s != BC_OK) return die(ctx, s, "gen");
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/%s", out, archs[a]);
+    if (mkdirs(dir) != 0) { fprintf(stderr, "blockcast gen: cannot create %s: %s\n", dir, strerror(errno)); return 1; }
+    for (size_t i = 0; i < ns.n; i++) {
+      char *src;
+      size_t len;
+      s = bc_kernel_source(ctx, ns.v[i], archs[a], &src, &len);
+      if (s != BC_OK) return die(ctx, s, ns.v[i]);
+      char path[1200];
+      snprintf(path, sizeof path, "%s/%s.cu", dir, ns.v[i]);
+      int w = write_if_changed(path, src, len);
+      free(src);
+      if (w < 0) { fprintf(stderr, "blockcast gen: cannot write %s: %s\n", path, strerror(errno)); return 1; }
+      written += (size_t)w;
+      total++;
+    }
+    names_free(&ns);
+  }
+  fprintf(stderr, "generated %zu kernel sources (%zu changed) in %s\n", total, written, out);
+  return 0;
+}
+
+/* ---- aot ---- */
+
+typedef struct job {
+  char *name;
+  const char *arch;
+  char *src;
+  size_t len;
+  char key[65];
+  bci_launch launch;
+  char spec_hash[65];
+} job;
+
+static int cmd_aot(bc_ctx *ctx, int argc, char **argv) {
+  const char *out = NULL, *objdir = NULL;
+  const char *archs[16];
+  int narch = 0, jobs = 1;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) out = argv[++i];
+    else if (strcmp(argv[i], "--objdir") == 0 && i + 1 < argc) objdir = argv[++i];
+    else if (strcmp(argv[i], "--arch") == 0 && i + 1 < argc && narch < 16) archs[narch++] = argv[++i];
+    else if (strcmp(argv[i], "-j") == 0 && i + 1 < argc) jobs = atoi(argv[++i]);
+    else { fprintf(stderr, "blockcast aot: unknown argument '%s'\n%s", argv[i], usage); return 2; }
+  }
+  if (!out || !objdir || narch == 0) { fprintf(stderr, "blockcast aot: --out, --objdir and --arch are required\n%s", usage); return 2; }
+  if (jobs < 1) jobs = 1;
+  if (mkdirs(objdir) != 0) { fprintf(stderr, "blockcast aot: cannot create %s\n", objdir); return 1; }
+  int vmaj = 0, vmin = 0;
+  bc_status s = bci_nvrtc_version(ctx, &vmaj, &vmin);
+  if (s != BC_OK) return die(ctx, s, "aot");
+
+  /* generate every source; key = sha256(source, arch, NVRTC version) */
+  job *js = NULL;
+  size_t nj = 0;
+  for (int a = 0; a < narch; a++) {
+    names ns = { 0 };
+    s = bc_kernel_names(ctx, archs[a], NULL, collect, &ns);
+    if (s != BC_OK) return die(ctx, s, "aot");
+    js = realloc(js, (nj + ns.n) * sizeof *js);
+    if (!js) { fprintf(stderr, "blockcast: out of memory\n"); return 1; }
+    for (size_t i = 0; i < ns.n; i++) {
+      job *j = &js[nj++];
+      memset(j, 0, sizeof *j);
+      j->name = ns.v[i];
+      j->arch = archs[a];
+      s = bc_kernel_source(ctx, j->name, j->arch, &j->src, &j->len);
+      if (s != BC_OK) return die(ctx, s, j->name);
+      pthread_mutex_lock(&ctx->lock);
+      s = bci_lua_launch(ctx, j->name, j->arch, &j->launch);
+      if (s == BC_OK) s = bci_lua_spec_hash(ctx, j->name, j->spec_hash);
+      pthread_mutex_unlock(&ctx->lock);
+      if (s != BC_OK) return die(ctx, s, j->name);
+      bci_sha256 sh;
+      unsigned char d[32];
+      char ver[64];
+      snprintf(ver, sizeof ver, "\n// arch %s nvrtc %d.%d format 1", j->arch, vmaj, vmin);
+      bci_sha256_init(&sh);
+      bci_sha256_update(&sh, j->src, j->len);
+      bci_sha256_update(&sh, ver, strlen(ver));
+      bci_sha256_final(&sh, d);
+      for (int k = 0; k < 32; k++) snprintf(j->key + 2 * k, 3, "%02x", d[k]);
+    }
+    free(ns.v); /* names now owned by jobs */
+  }
+  fprintf(stderr, "generated %zu kernel sources for %d arch(s)\n", nj, narch);
+
+  /* compile what objdir does not have yet, in `jobs` processes */
+  size_t todo = 0;
+  size_t *todo_idx = malloc((nj ? nj : 1) * sizeof *todo_idx);
+  if (!todo_idx) return 1;
+  for (size_t i = 0; i < nj; i++) {
+    char p[1200];
+    snprintf(p, sizeof p, "%s/%s.cubin", objdir, js[i].key);
+    if (access(p, R_OK) != 0) todo_idx[todo++] = i;
+  }
+  if (todo) {
+    fflush(stderr);
+    pid_t pids[64];
+    int nw = jobs > 64 ? 64 : jobs;
+    for (int w = 0; w < nw; w++) {
+      pid_t pid = fork();
+      if (pid < 0) { fprintf(stderr, "blockcast aot: fork failed\n"); return 1; }
+      if (pid == 0) {
+        size_t done = 0;
+        for (size_t t = (size_t)w; t < todo; t += (size_t)nw) {
+          size_t i = todo_idx[t];
+          char p[1200];
+          snprintf(p, sizeof p, "%s/%s.cubin", objdir, js[i].key);
+          void *bin;
+          size_t n;
+          s = bci_nvrtc_compile(ctx, js[i].name, js[i].src, js[i].arch, &bin, &n);
+          if (s != BC_OK) { fprintf(stderr, "blockcast aot: %s: %s\n", bc_status_string(s), bc_last_error(ctx)); _exit(1); }
+          if (write_if_changed(p, bin, n) < 0) { fprintf(stderr, "blockcast aot: cannot write %s\n", p); _exit(1); }
+          free(bin);
+          done++;
+          if (w == 0 && (done % 8 == 0)) fprintf(stderr, "compiled %zu/%zu kernels\n", done * (size_t)nw, todo);
+        }
+        _exit(0);
+      }
+      pids[w] = pid;
+    }
+    int bad = 0;
+    for (int w = 0; w < nw; w++) {
+      int st;
+      waitpid(pids[w], &st, 0);
+      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) bad = 1;
+    }
+    if (bad) return 1;
+  }
+  free(todo_idx);
+  fprintf(stderr, "compiled %zu/%zu kernels (%zu reused from %s)\n", todo, nj, nj - todo, objdir);
+
+  /* assemble the archive */
+  size_t cap = 1 << 20, n = 0;
+  unsigned char *buf = malloc(cap);
+  if (!buf) return 1;
+#define PUT(ptr, len)                                                          \
+  do {                                                                         \
+    size_t l_ = (len);                                                         \
+    while (n + l_ > cap) { cap *= 2; buf = realloc(buf, cap); if (!buf) return 1; } \
+    memcpy(buf + n, (ptr), l_);                                                \
+    n += l_;                                                                   \
+  } while (0)
+  PUT("BCAOT001", 8);
+  uint32_t cnt = (uint32_t)nj;
+  PUT(&cnt, 4);
+  for (size_t i = 0; i < nj; i++) {
+    char p[1200];
+    snprintf(p, sizeof p, "%s/%s.cubin", objdir, js[i].key);
+    char *bin;
+    size_t bl;
+    s = bci_read_file(ctx, p, &bin, &bl);
+    if (s != BC_OK) return die(ctx, s, "aot");
+    uint16_t nl = (uint16_t)(strlen(js[i].name) + 1), al = (uint16_t)(strlen(js[i].arch) + 1);
+    PUT(&nl, 2);
+    PUT(js[i].name, nl);
+    PUT(&al, 2);
+    PUT(js[i].arch, al);
+    PUT(js[i].spec_hash, 65);
+    int32_t l[7] = { js[i].launch.threads, js[i].launch.unroll, js[i].launch.blocks_per_sm, js[i].launch.tile_rows,
+                     js[i].launch.tile_cols, js[i].launch.col_vec, js[i].launch.vec };
+    PUT(l, sizeof l);
+    uint64_t size = bl;
+    PUT(&size, 8);
+    unsigned char d[32];
+    bci_sha256 sh;
+    bci_sha256_init(&sh);
+    bci_sha256_update(&sh, bin, bl);
+    bci_sha256_final(&sh, d);
+    PUT(d, 32);
+    PUT(bin, bl);
+    free(bin);
+  }
+#undef PUT
+  char tmp[1100];
+  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", out, (long)getpid());
+  FILE *f = fopen(tmp, "wb");
+  if (!f || fwrite(buf, 1, n, f) != n || fclose(f) != 0 || rename(tmp, out) != 0) {
+    fprintf(stderr, "blockcast aot: cannot write %s\n", out);
+    unlink(tmp);
+    return 1;
+  }
+  free(buf);
+  fprintf(stderr, "wrote %s: %zu kernels, %zu bytes\n", out, nj, n);
+  for (size_t i = 0; i < nj; i++) { free(js[i].name); free(js[i].src); }
+  free(js);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+    fputs(usage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  bc_ctx *ctx;
+  char err[4096];
+  bc_status s = bc_ctx_create(&ctx, err, sizeof err);
+  if (s != BC_OK) {
+    fprintf(stderr, "blockcast: %s: %s\n", bc_status_string(s), err);
+    return 1;
+  }
+  int rc;
+  if (strcmp(argv[1], "list") == 0) rc = cmd_list(ctx, argc - 2, argv + 2);
+  else if (strcmp(argv[1], "gen") == 0) rc = cmd_gen(ctx, argc - 2, argv + 2);
+  else if (strcmp(argv[1], "aot") == 0) rc = cmd_aot(ctx, argc - 2, argv + 2);
+  else {
+    fprintf(stderr, "blockcast: unknown command '%s'\n%s", argv[1], usage);
+    rc = 2;
+  }
+  bc_ctx_destroy(ctx);
+  return rc;
+}

@@ -1,0 +1,193 @@
+/* blockcast.h: the public C API of blockcast, the only header a user includes.
+ *
+ * A context (bc_ctx) is passed first to every call. Formats are immutable values owned by the
+ * context, obtained by name (built-in specs) or by spec path. Tensors are plain descriptors of
+ * memory the caller owns. Every call returns a bc_status and, on failure, leaves a message in
+ * the context (bc_last_error) that says what was wrong and what would be right. The library
+ * never prints, exits or aborts on bad input.
+ *
+ * The library loads without a GPU driver: libcuda and libnvrtc are opened at run time; calls
+ * that need them return BC_ERR_UNAVAILABLE with a message when they are missing. GPU calls run
+ * on the caller's current CUDA context and the stream passed in (NULL: the default stream).
+ */
+#ifndef BLOCKCAST_H
+#define BLOCKCAST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define BC_VERSION_MAJOR 0
+#define BC_VERSION_MINOR 1
+#define BC_VERSION_PATCH 0
+
+typedef enum bc_status {
+  BC_OK = 0,
+  BC_ERR_ARG,          /* a bad argument: the message names it and what is accepted */
+  BC_ERR_SPEC,         /* a spec file failed to load or validate: file:line, field, expected, found */
+  BC_ERR_UNSUPPORTED,  /* a valid request this version or format cannot do */
+  BC_ERR_NOMEM,        /* host memory */
+  BC_ERR_CUDA,         /* a CUDA driver call failed: the call and the driver's error */
+  BC_ERR_NVRTC,        /* NVRTC failed to compile: log, options, source excerpt */
+  BC_ERR_NCCL,         /* an NCCL call failed */
+  BC_ERR_UNAVAILABLE,  /* a needed library or device is missing (no driver, no GPU, no NVRTC) */
+  BC_ERR_INTERNAL      /* a bug in blockcast: please report the message */
+} bc_status;
+
+/* Name of a status ("BC_ERR_ARG"); never NULL. */
+const char *bc_status_string(bc_status s);
+
+typedef enum bc_dtype {
+  BC_FP32 = 0,
+  BC_BF16 = 1,
+  BC_FP16 = 2
+} bc_dtype;
+
+const char *bc_dtype_name(bc_dtype t);
+size_t bc_dtype_size(bc_dtype t); /* 0 for an unknown dtype */
+
+typedef struct bc_ctx bc_ctx;
+typedef struct bc_format bc_format;
+
+/* ---- context ------------------------------------------------------------------------------ */
+
+/* Create a context: loads the embedded generator and the built-in specs. On failure *out is
+ * NULL; a message, if any, goes to errbuf (may be NULL) of errbuf_size bytes. */
+bc_status bc_ctx_create(bc_ctx **out, char *errbuf, size_t errbuf_size);
+void bc_ctx_destroy(bc_ctx *ctx);
+
+/* The message of the last failed call on ctx ("" if none). Valid until the next call. */
+const char *bc_last_error(const bc_ctx *ctx);
+
+/* ---- formats ------------------------------------------------------------------------------ */
+
+/* A built-in or already loaded format by name ("fp8_e4m3_tensor"). */
+bc_status bc_format_get(bc_ctx *ctx, const char *name, const bc_format **out);
+/* Load a format spec file (validated; kernels are generated and compiled when first used). */
+bc_status bc_format_load(bc_ctx *ctx, const char *spec_path, const bc_format **out);
+/* Number of formats known to ctx and the i-th one (load order). */
+size_t bc_format_count(const bc_ctx *ctx);
+const bc_format *bc_format_at(const bc_ctx *ctx, size_t i);
+
+typedef enum bc_block_kind {
+  BC_BLOCK_TENSOR = 0 /* one scale for the whole tensor */
+} bc_block_kind;
+
+typedef struct bc_format_info {
+  const char *name;
+  const char *description;
+  const char *spec_file;
+  const char *element;       /* "e4m3" */
+  int element_bits;
+  bc_block_kind block;
+  float element_max;         /* largest finite element value */
+  int has_rowwise, has_columnwise;
+  int columnwise_transposed; /* columnwise data is [cols, rows] */
+} bc_format_info;
+
+bc_status bc_format_get_info(bc_ctx *ctx, const bc_format *fmt, bc_format_info *info);
+
+/* ---- tensors ------------------------------------------------------------------------------ */
+
+/* A high-precision 2D tensor [rows, cols] in device memory: element (r, c) is at
+ * data + (r * row_stride + c) * bc_dtype_size(dtype). row_stride >= cols (0 means cols).
+ * Leading dims are flattened into rows by the caller. */
+typedef struct bc_tensor {
+  void *data;
+  bc_dtype dtype;
+  int64_t rows, cols;
+  int64_t row_stride;
+} bc_tensor;
+
+/* A quantized tensor of logical shape [rows, cols]. A direction is present when its data
+ * pointer is set: quantize writes every present direction in one read of the input.
+ *   rowwise_data        [rows, cols] codes, row-major
+ *   columnwise_data     per-tensor formats: transposed, [cols, rows]
+ *   *_scale_inv         per-tensor formats: fp32[1] each (written by quantize)
+ *   amax, scale         per-tensor formats: fp32[1] each, device memory; bc_quantize writes
+ *                       both (current scaling), bc_quantize_cast reads scale. */
+typedef struct bc_qtensor {
+  const bc_format *format;
+  int64_t rows, cols;
+  void *rowwise_data;
+  void *rowwise_scale_inv;
+  void *columnwise_data;
+  void *columnwise_scale_inv;
+  float *amax;
+  float *scale;
+} bc_qtensor;
+
+typedef enum bc_direction {
+  BC_ROWWISE = 1,
+  BC_COLUMNWISE = 2
+} bc_direction;
+
+/* Bytes of a direction's data / scale_inv buffer for a format and shape (0 if the format has
+ * no such direction). */
+bc_status bc_qtensor_sizes(bc_ctx *ctx, const bc_format *fmt, int64_t rows, int64_t cols, bc_direction dir,
+                           size_t *data_bytes, size_t *scale_inv_bytes);
+
+/* ---- operations (asynchronous on `stream`, a CUstream / cudaStream_t; NULL = default) ------- */
+
+/* amax = max |x| over the tensor (NaN ignored) into device fp32[1] `amax`. */
+bc_status bc_amax(bc_ctx *ctx, const bc_tensor *x, float *amax, void *stream);
+
+/* scale and scale_inv (device fp32[1] each; scale_inv may be NULL) from a device amax by the
+ * format's scale rule. */
+bc_status bc_compute_scale(bc_ctx *ctx, const bc_format *fmt, const float *amax, float *scale, float *scale_inv,
+                           void *stream);
+
+/* Current scaling: amax of x -> q->amax, scale -> q->scale, then cast into every present
+ * direction of q (one read of x for both directions). */
+bc_status bc_quantize(bc_ctx *ctx, const bc_tensor *x, bc_qtensor *q, void *stream);
+
+/* Cast only, with the scale already in q->scale (delayed scaling, or a scale computed from an
+ * all-reduced amax). */
+bc_status bc_quantize_cast(bc_ctx *ctx, const bc_tensor *x, bc_qtensor *q, void *stream);
+
+/* Dequantize one direction of q into out. Its shape is the direction's data shape: [rows, cols]
+ * for rowwise, [cols, rows] for transposed columnwise data. */
+bc_status bc_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction dir, const bc_tensor *out, void *stream);
+
+/* ---- kernels ------------------------------------------------------------------------------ */
+
+/* Names of every kernel for `arch` ("sm_90"; NULL: all), sorted; format NULL: all formats, ""
+ * the format-independent ones. Calls fn(name, user) for each. */
+bc_status bc_kernel_names(bc_ctx *ctx, const char *arch, const char *format,
+                          void (*fn)(const char *name, void *user), void *user);
+
+/* CUDA C source of a kernel for an arch; *out is malloc'ed, the caller frees it. */
+bc_status bc_kernel_source(bc_ctx *ctx, const char *kernel, const char *arch, char **out, size_t *len);
+
+/* Compile a kernel for an arch with NVRTC (no GPU needed); *cubin is malloc'ed. */
+bc_status bc_kernel_compile(bc_ctx *ctx, const char *kernel, const char *arch, void **cubin, size_t *len);
+
+typedef struct bc_stats {
+  uint64_t nvrtc_compiles;   /* NVRTC compilations made by this context */
+  uint64_t aot_hits;         /* kernels found in the ahead-of-time set */
+  uint64_t kernels_loaded;   /* kernels loaded into the CUDA context */
+} bc_stats;
+
+void bc_get_stats(const bc_ctx *ctx, bc_stats *out);
+
+/* ---- CPU reference (plain C, written from the rules; no GPU) ------------------------------ */
+
+/* Encode one fp32 value with a format's element (round to nearest even, saturating, NaN to the
+ * element's NaN code) and decode a code to fp32. */
+bc_status bc_ref_encode(bc_ctx *ctx, const bc_format *fmt, float x, uint8_t *code);
+bc_status bc_ref_decode(bc_ctx *ctx, const bc_format *fmt, uint8_t code, float *x);
+/* scale_from_amax of the format's rule: scale and scale_inv. */
+bc_status bc_ref_scale(bc_ctx *ctx, const bc_format *fmt, float amax, float *scale, float *scale_inv);
+/* Host-memory versions of the operations: same descriptors, host pointers. */
+bc_status bc_ref_amax(bc_ctx *ctx, const bc_tensor *x, float *amax);
+bc_status bc_ref_quantize_cast(bc_ctx *ctx, const bc_tensor *x, bc_qtensor *q);
+bc_status bc_ref_quantize(bc_ctx *ctx, const bc_tensor *x, bc_qtensor *q);
+bc_status bc_ref_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction dir, const bc_tensor *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* BLOCKCAST_H */

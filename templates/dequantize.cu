@@ -1,0 +1,54 @@
+// templates/dequantize.cu: per-tensor dequantize, out[r, c] = dtype(decode(q[r, c]) * scale_inv)
+// q: [rows, cols] codes, contiguous; out: [rows, cols] with row stride ld. NaN codes give the
+// canonical NaN of the output dtype. The host flattens contiguous outputs to one row.
+
+extern "C" __global__ void __launch_bounds__(BC_THREADS)
+${KERNEL}(const u8 *__restrict__ q, i64 rows, i64 cols, i64 ld, const float *__restrict__ scale_inv_ptr,
+          BC_DTYPE_T *__restrict__ out, int vec_ok) {
+  const float si = *scale_inv_ptr;
+  const i64 slots = (cols + 7) / 8;
+  for (i64 r = blockIdx.y; r < rows; r += gridDim.y) {
+    const u8 *src = q + r * cols;
+    BC_DTYPE_T *dst = out + r * ld;
+    const i64 base = (i64)blockIdx.x * BC_UNROLL * BC_THREADS + threadIdx.x;
+    uint2 v[BC_UNROLL];
+#pragma unroll
+    for (int u = 0; u < BC_UNROLL; u++) {
+      i64 s = base + (i64)u * BC_THREADS;
+      if (vec_ok && s < slots && (s + 1) * 8 <= cols) v[u] = *(const uint2 *)(src + s * 8);
+    }
+#pragma unroll
+    for (int u = 0; u < BC_UNROLL; u++) {
+      i64 s = base + (i64)u * BC_THREADS;
+      if (s >= slots) break;
+      i64 c0 = s * 8;
+      if (vec_ok && c0 + 8 <= cols) {
+        u32 w[8];
+#pragma unroll
+        for (int j = 0; j < 4; j++) { w[j] = (v[u].x >> (8 * j)) & 0xFFu; w[4 + j] = (v[u].y >> (8 * j)) & 0xFFu; }
+        float f[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) f[j] = __fmul_rn(bc_decode(w[j]), si);
+#if BC_DTYPE == 0
+        *(uint4 *)(dst + c0) = make_uint4(bc_f32_bits_canonical(f[0]), bc_f32_bits_canonical(f[1]),
+                                          bc_f32_bits_canonical(f[2]), bc_f32_bits_canonical(f[3]));
+        *(uint4 *)(dst + c0 + 4) = make_uint4(bc_f32_bits_canonical(f[4]), bc_f32_bits_canonical(f[5]),
+                                              bc_f32_bits_canonical(f[6]), bc_f32_bits_canonical(f[7]));
+#else
+        u32 h[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+#if BC_DTYPE == 1
+          h[j] = (u32)bc_bf16_from_f32(f[2 * j]) | ((u32)bc_bf16_from_f32(f[2 * j + 1]) << 16);
+#else
+          h[j] = (u32)bc_f16_from_f32(f[2 * j]) | ((u32)bc_f16_from_f32(f[2 * j + 1]) << 16);
+#endif
+        }
+        *(uint4 *)(dst + c0) = make_uint4(h[0], h[1], h[2], h[3]);
+#endif
+      } else {
+        for (i64 c = c0; c < cols && c < c0 + 8; c++) bc_store_hp(dst, c, __fmul_rn(bc_decode(src[c]), si));
+      }
+    }
+  }
+}

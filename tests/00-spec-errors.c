@@ -1,0 +1,123 @@
+/* 00-spec-errors: every kind of malformed spec returns BC_ERR_SPEC with a message naming the
+ * file, the line where the text shows it, the field, what was expected and what was found. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "blockcast.h"
+#include "tap.h"
+
+static const char *GOOD =
+  "name = \"t_fmt\"\n"
+  "description = \"test\"\n"
+  "element = \"e4m3\"\n"
+  "block = \"tensor\"\n"
+  "scale = { type = \"fp32\", rule = \"amax\" }\n"
+  "rowwise = { layout = \"rowmajor\" }\n"
+  "columnwise = { layout = \"transposed\" }\n";
+
+static char path[256];
+
+static bc_status load(bc_ctx *ctx, const char *text) {
+  FILE *f = fopen(path, "wb");
+  fputs(text, f);
+  fclose(f);
+  const bc_format *fmt;
+  return bc_format_load(ctx, path, &fmt);
+}
+
+/* GOOD with line `line` (1-based) replaced */
+static bc_status load_with(bc_ctx *ctx, int line, const char *repl) {
+  char buf[4096] = "";
+  const char *p = GOOD;
+  for (int l = 1; *p; l++) {
+    const char *e = strchr(p, '\n');
+    if (l == line) strcat(buf, repl), strcat(buf, "\n");
+    else strncat(buf, p, (size_t)(e - p + 1));
+    p = e + 1;
+  }
+  return load(ctx, buf);
+}
+
+#define CASE(status_expr, want_status, ...)                                              \
+  do {                                                                                   \
+    bc_status s_ = (status_expr);                                                        \
+    is_int(s_, want_status, __VA_ARGS__);                                                \
+  } while (0)
+
+int main(void) {
+  snprintf(path, sizeof path, "%s/bc-spec-%ld.lua", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (long)getpid());
+  bc_ctx *ctx;
+  char err[1024];
+  if (bc_ctx_create(&ctx, err, sizeof err) != BC_OK) {
+    printf("Bail out! bc_ctx_create: %s\n", err);
+    return 1;
+  }
+  char want[512];
+
+  CASE(load(ctx, GOOD), BC_OK, "a good spec loads");
+  const bc_format *f;
+  is_int(bc_format_get(ctx, "t_fmt", &f), BC_OK, "and is found by name");
+
+  CASE(load(ctx, "name = \"x\"\nscale = { type = \"fp32\",, }\n"), BC_ERR_SPEC, "syntax error");
+  snprintf(want, sizeof want, "%s:2:", path);
+  is_str_has(bc_last_error(ctx), want, "syntax error: file and line");
+  is_str_has(bc_last_error(ctx), "Lua syntax error", "syntax error: says so");
+
+  CASE(load_with(ctx, 4, "block = \"tensor\"\nblok = 3"), BC_ERR_SPEC, "unknown field");
+  snprintf(want, sizeof want, "%s:5: unknown field 'blok'", path);
+  is_str_has(bc_last_error(ctx), want, "unknown field: file:line and name");
+  is_str_has(bc_last_error(ctx), "expected one of block, columnwise", "unknown field: lists the known ones");
+
+  CASE(load_with(ctx, 5, "scale = { type = \"fp32\", rule = \"amax\", pow2 = \"yes\" }"), BC_ERR_SPEC, "wrong type");
+  snprintf(want, sizeof want, "%s:5: field 'scale.pow2': expected a boolean, found \"yes\"", path);
+  is_str_has(bc_last_error(ctx), want, "wrong type: field, expected, found");
+
+  CASE(load_with(ctx, 5, "scale = { type = \"fp32\", rule = \"amx\" }"), BC_ERR_SPEC, "bad enum value");
+  is_str_has(bc_last_error(ctx), "field 'scale.rule': expected one of \"amax\", found \"amx\"", "bad enum: lists choices");
+
+  CASE(load_with(ctx, 3, "element = 2^3"), BC_ERR_SPEC, "number where a string is needed");
+  is_str_has(bc_last_error(ctx), "field 'element': expected a string, found the float 8", "found a float");
+
+  CASE(load_with(ctx, 4, "block = {\n  rows = 1,\n  cols = 12.5,\n}"), BC_ERR_SPEC, "non-integer");
+  snprintf(want, sizeof want, "%s:6: field 'block.cols': expected an integer in [1, 1024], found the float 12.5 (not an integer)", path);
+  is_str_has(bc_last_error(ctx), want, "non-integer: nested field, its line, expected, found");
+  CASE(load_with(ctx, 2, ""), BC_ERR_SPEC, "missing field");
+  snprintf(want, sizeof want, "%s: missing field 'description': expected a string", path);
+  is_str_has(bc_last_error(ctx), want, "missing field: names it");
+
+  CASE(load_with(ctx, 3, "element = \"e9m9\""), BC_ERR_SPEC, "unknown element");
+  is_str_has(bc_last_error(ctx), "an element of specs/elements.lua (e4m3, e5m2)", "unknown element: lists the known ones");
+
+  CASE(load_with(ctx, 4, "block = string.rep('x', 3)"), BC_ERR_SPEC, "reading a global");
+  is_str_has(bc_last_error(ctx), "'string' is not available in a spec", "globals are not readable");
+
+  CASE(load_with(ctx, 4, "block = \"tensor\"\nwhile true do end"), BC_ERR_SPEC, "endless loop");
+  is_str_has(bc_last_error(ctx), "instructions", "endless loop: instruction budget");
+
+  CASE(load_with(ctx, 4, "block = \"tensor\"\nblock = \"tensor\""), BC_ERR_SPEC, "field assigned twice");
+  is_str_has(bc_last_error(ctx), "assigned twice (first at line 4)", "assigned twice: both lines");
+
+  CASE(load(ctx, "return { name = 'x' }\n"), BC_ERR_SPEC, "a spec that returns a table");
+  is_str_has(bc_last_error(ctx), "returns nothing", "return: says how a spec is written");
+
+  CASE(load_with(ctx, 1, "name = \"Bad Name\""), BC_ERR_SPEC, "bad name");
+  is_str_has(bc_last_error(ctx), "field 'name': expected a name of lower-case letters", "bad name: what a name is");
+
+  CASE(load_with(ctx, 1, "name = \"fp8_e4m3_tensor\""), BC_ERR_SPEC, "a name taken by another spec");
+  is_str_has(bc_last_error(ctx), "already defined by specs/fp8_e4m3_tensor.lua", "name clash: names the other file");
+
+  CASE(load(ctx, "\x1bLua"), BC_ERR_SPEC, "precompiled chunk");
+  is_str_has(bc_last_error(ctx), "precompiled Lua is not accepted", "precompiled: refused");
+
+  CASE(load_with(ctx, 5, "scale = { type = \"fp32\", rule = \"amax\", eps = 0/0 }"), BC_ERR_SPEC, "NaN number");
+  is_str_has(bc_last_error(ctx), "field 'scale.eps': expected a finite number, found the float nan", "NaN: refused");
+
+  const bc_format *g;
+  is_int(bc_format_load(ctx, "/nonexistent/spec.lua", &g), BC_ERR_ARG, "missing file");
+  is_str_has(bc_last_error(ctx), "cannot open '/nonexistent/spec.lua'", "missing file: path and reason");
+
+  unlink(path);
+  bc_ctx_destroy(ctx);
+  return done_testing();
+}

@@ -1,0 +1,230 @@
+/* 20-gpu-fp8-tensor: the GPU tier for FP8 per-tensor current scaling. Every kernel (amax, scale,
+ * quantize rowwise / columnwise / both, dequantize) against the CPU reference, bit-exact, for
+ * e4m3 and e5m2, inputs fp32 / bf16 / fp16, shapes 1x1 .. 8192x8192, strided inputs, random
+ * data with special values (0, -0, denormals, NaN, +-Inf, +-max, values past the saturation
+ * point); every output poisoned before each run. Also a spec loaded at run time (JIT path), and
+ * a check that the built-in formats never called NVRTC (AOT only). */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "blockcast.h"
+#include "gpu.h"
+#include "tap.h"
+
+static bc_ctx *ctx;
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint64_t next(void) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return rng;
+}
+
+/* kind 0: finite data with 0/-0/denormals/NaN; kind 1: plus +-Inf and +-dtype max;
+ * kind 2: like 0 but large (past the saturation point at scale 1) */
+static void fill(void *buf, bc_dtype dt, size_t n, int kind) {
+  for (size_t i = 0; i < n; i++) {
+    uint64_t r = next();
+    int special = (r & 127) == 0;
+    unsigned sign = (unsigned)(r >> 8) & 1, sel = (unsigned)(r >> 9) & 7;
+    uint32_t mant = (uint32_t)(r >> 20);
+    int e = (int)((r >> 12) % 31) - 20; /* 2^-20 .. 2^10 */
+    if (kind == 2) e += 8;
+    if (dt == BC_FP32) {
+      uint32_t b = (sign << 31) | ((uint32_t)(127 + e) << 23) | (mant & 0x7FFFFF);
+      if (special) {
+        uint32_t sp[8] = { 0, 0x80000000u, 0x00000001u | (mant & 0x7FFFFF), 0x7FC00000u, 0xFFC00001u,
+                           kind == 1 ? 0x7F800000u : 0x3F800000u, kind == 1 ? 0xFF800000u : 0x43E00000u,
+                           kind == 1 ? 0x7F7FFFFFu : 0x43E80000u };
+        b = sp[sel] ^ (sel > 4 ? 0 : 0);
+      }
+      ((uint32_t *)buf)[i] = b;
+    } else if (dt == BC_BF16) {
+      uint16_t b = (uint16_t)((sign << 15) | ((unsigned)(127 + e) << 7) | (mant & 0x7F));
+      if (special) {
+        uint16_t sp[8] = { 0, 0x8000, (uint16_t)(0x0001 | (mant & 0x7F)), 0x7FC0, 0xFFC1,
+                           kind == 1 ? 0x7F80 : 0x3F80, kind == 1 ? 0xFF80 : 0x43E0, kind == 1 ? 0x7F7F : 0x43E8 };
+        b = sp[sel];
+      }
+      ((uint16_t *)buf)[i] = b;
+    } else {
+      int he = 15 + (e < -14 ? -14 : e > 15 ? 15 : e);
+      uint16_t b = (uint16_t)((sign << 15) | ((unsigned)he << 10) | (mant & 0x3FF));
+      if (special) {
+        uint16_t sp[8] = { 0, 0x8000, (uint16_t)(0x0001 | (mant & 0x3FF)), 0x7E00, 0xFE01,
+                           kind == 1 ? 0x7C00 : 0x3C00, kind == 1 ? 0xFC00 : 0x5F00, kind == 1 ? 0x7BFF : 0x5F40 };
+        b = sp[sel];
+      }
+      ((uint16_t *)buf)[i] = b;
+    }
+  }
+}
+
+typedef struct dev_q {
+  uint8_t *row, *col;
+  float *rsi, *csi, *amax, *scale;
+} dev_q;
+
+static int first_diff_report(const char *what, const void *got, const void *want, size_t n) {
+  const uint8_t *g = got, *w = want;
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < n; i++)
+    if (g[i] != w[i]) { if (!bad) first = i; bad++; }
+  if (bad) {
+    diag("  %s: %zu of %zu bytes differ; first at byte %zu: got 0x%02X expected 0x%02X", what, bad, n, first, g[first], w[first]);
+    int shown = 0;
+    for (size_t i = first + 1; i < n && shown < 4; i++)
+      if (g[i] != w[i]) { diag("    byte %zu: got 0x%02X expected 0x%02X", i, g[i], w[i]); shown++; }
+  }
+  return bad == 0;
+}
+
+/* one quantize run (current scaling or cast with a fixed scale) + dequantize of each direction */
+static void run_case(const bc_format *f, bc_dtype dt, int64_t rows, int64_t cols, int64_t stride, int dirs, int kind,
+                     int current, int deq_all) {
+  size_t es = bc_dtype_size(dt);
+  int64_t ld = stride ? stride : cols;
+  size_t in_bytes = (size_t)((rows - 1) * ld + cols) * es;
+  size_t n = (size_t)(rows * cols);
+  void *h_in = malloc(in_bytes);
+  fill(h_in, dt, in_bytes / es, kind);
+  void *d_in = dmalloc(in_bytes);
+  CK(cudaMemcpy(d_in, h_in, in_bytes, cudaMemcpyHostToDevice));
+  dev_q d;
+  d.row = (dirs & 1) ? dmalloc(n) : NULL;
+  d.col = (dirs & 2) ? dmalloc(n) : NULL;
+  float *fl = dmalloc(4 * sizeof(float));
+  d.rsi = fl; d.csi = fl + 1; d.amax = fl + 2; d.scale = fl + 3;
+  if (d.row) CK(cudaMemset(d.row, 0xA5, n));
+  if (d.col) CK(cudaMemset(d.col, 0xA5, n));
+  CK(cudaMemset(fl, 0xA5, 4 * sizeof(float)));
+  float fixed_scale = kind == 2 ? 1.0f : 3.0f;
+  if (!current) CK(cudaMemcpy(d.scale, &fixed_scale, 4, cudaMemcpyHostToDevice));
+
+  bc_tensor x = { d_in, dt, rows, cols, stride };
+  bc_qtensor q = { f, rows, cols, d.row, d.row ? d.rsi : NULL, d.col, d.col ? d.csi : NULL, d.amax, d.scale };
+  bc_status s = current ? bc_quantize(ctx, &x, &q, NULL) : bc_quantize_cast(ctx, &x, &q, NULL);
+  cudaError_t ce = cudaDeviceSynchronize();
+
+  /* reference */
+  uint8_t *r_row = malloc(n), *r_col = malloc(n), *g_row = malloc(n), *g_col = malloc(n);
+  float r_fl[4], g_fl[4];
+  memset(r_fl, 0xA5, sizeof r_fl);
+  r_fl[3] = fixed_scale;
+  bc_tensor hx = { h_in, dt, rows, cols, stride };
+  bc_qtensor hq = { f, rows, cols, d.row ? r_row : NULL, d.row ? &r_fl[0] : NULL, d.col ? r_col : NULL,
+                    d.col ? &r_fl[1] : NULL, &r_fl[2], &r_fl[3] };
+  bc_status rs = current ? bc_ref_quantize(ctx, &hx, &hq) : bc_ref_quantize_cast(ctx, &hx, &hq);
+  int good = s == BC_OK && ce == cudaSuccess && rs == BC_OK;
+  if (!good) diag("  status %s (%s), cuda %s, ref %s", bc_status_string(s), bc_last_error(ctx), cudaGetErrorString(ce), bc_status_string(rs));
+  if (good) {
+    CK(cudaMemcpy(g_fl, fl, sizeof g_fl, cudaMemcpyDeviceToHost));
+    if (d.row) CK(cudaMemcpy(g_row, d.row, n, cudaMemcpyDeviceToHost));
+    if (d.col) CK(cudaMemcpy(g_col, d.col, n, cudaMemcpyDeviceToHost));
+    if (current) {
+      good &= first_diff_report("amax", &g_fl[2], &r_fl[2], 4);
+      good &= first_diff_report("scale", &g_fl[3], &r_fl[3], 4);
+    }
+    if (d.row) good &= first_diff_report("rowwise scale_inv", &g_fl[0], &r_fl[0], 4);
+    if (d.col) good &= first_diff_report("columnwise scale_inv", &g_fl[1], &r_fl[1], 4);
+    if (d.row) good &= first_diff_report("rowwise data", g_row, r_row, n);
+    if (d.col) good &= first_diff_report("columnwise data", g_col, r_col, n);
+  }
+  /* dequantize each direction into each asked dtype (poisoned, with a padded row stride for small shapes) */
+  int ndeq = 0, deq_good = 1;
+  for (int dir = 1; good && dir <= 2; dir++) {
+    if (!(dirs & dir)) continue;
+    for (int ot = 0; ot < 3; ot++) {
+      bc_dtype odt = (bc_dtype)ot;
+      if (!deq_all && odt != dt) continue;
+      int64_t orows = dir == 1 ? rows : cols, ocols = dir == 1 ? cols : rows;
+      int64_t ostride = (deq_all && orows > 1) ? ocols + 8 : 0, old = ostride ? ostride : ocols;
+      size_t ob = (size_t)((orows - 1) * old + ocols) * bc_dtype_size(odt);
+      void *dout = dmalloc(ob), *hout = malloc(ob), *rout = malloc(ob);
+      CK(cudaMemset(dout, 0xA5, ob));
+      memset(rout, 0xA5, ob);
+      bc_tensor o = { dout, odt, orows, ocols, ostride }, ro = { rout, odt, orows, ocols, ostride };
+      bc_status ds = bc_dequantize(ctx, &q, (bc_direction)dir, &o, NULL);
+      CK(cudaDeviceSynchronize());
+      bc_ref_dequantize(ctx, &hq, (bc_direction)dir, &ro);
+      CK(cudaMemcpy(hout, dout, ob, cudaMemcpyDeviceToHost));
+      char what[64];
+      snprintf(what, sizeof what, "dequantize %s -> %s", dir == 1 ? "rowwise" : "columnwise", bc_dtype_name(odt));
+      if (ds != BC_OK) diag("  %s: %s", what, bc_last_error(ctx));
+      deq_good &= ds == BC_OK && first_diff_report(what, hout, rout, ob);
+      ndeq++;
+      cudaFree(dout);
+      free(hout);
+      free(rout);
+    }
+  }
+  const char *dn[] = { "", "row", "col", "rowcol" };
+  bc_format_info info;
+  bc_format_get_info(ctx, f, &info);
+  ok(good && deq_good, "%s %s %lldx%lld%s %s %s kind %d (+%d dequantize)", info.name, bc_dtype_name(dt), (long long)rows,
+     (long long)cols, stride ? " strided" : "", dn[dirs], current ? "quantize" : "cast", kind, ndeq);
+  cudaFree(d_in);
+  if (d.row) cudaFree(d.row);
+  if (d.col) cudaFree(d.col);
+  cudaFree(fl);
+  free(h_in);
+  free(r_row); free(r_col); free(g_row); free(g_col);
+}
+
+int main(void) {
+  gpu_init_or_skip();
+  char err[1024];
+  if (bc_ctx_create(&ctx, err, sizeof err) != BC_OK) { printf("Bail out! %s\n", err); return 1; }
+  diag("device: %s", gpu_name());
+  const char *fmts[] = { "fp8_e4m3_tensor", "fp8_e5m2_tensor" };
+  int64_t shapes[][2] = { { 1, 1 }, { 1, 7 }, { 3, 17 }, { 127, 129 }, { 64, 64 }, { 1024, 4096 }, { 8192, 8192 } };
+  for (int fi = 0; fi < 2; fi++) {
+    const bc_format *f;
+    bc_format_get(ctx, fmts[fi], &f);
+    for (int dt = 0; dt < 3; dt++) {
+      for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        int64_t r = shapes[si][0], c = shapes[si][1];
+        int big = r * c >= 8192LL * 8192;
+        for (int dirs = 1; dirs <= 3; dirs++) {
+          if (big && dirs != 3) continue;
+          run_case(f, (bc_dtype)dt, r, c, 0, dirs, 0, 1, !big && r * c < 1000000);
+          if (!big) {
+            run_case(f, (bc_dtype)dt, r, c, 0, dirs, 1, 1, 0);
+            run_case(f, (bc_dtype)dt, r, c, 0, dirs, 2, 0, 0);
+          }
+        }
+      }
+      /* strided (non-contiguous) inputs: misaligned stride and a 16-byte aligned one */
+      for (int dirs = 1; dirs <= 3; dirs++) {
+        run_case(f, (bc_dtype)dt, 127, 129, 133, dirs, 0, 1, 1);
+        run_case(f, (bc_dtype)dt, 64, 128, 192, dirs, 0, 1, 0);
+      }
+    }
+  }
+  bc_stats st;
+  bc_get_stats(ctx, &st);
+  is_int(st.nvrtc_compiles, 0, "built-in formats used AOT kernels only: no NVRTC call (%llu AOT kernels loaded)",
+         (unsigned long long)st.aot_hits);
+
+  /* a spec added at run time: generated and compiled by NVRTC in process, then bit-exact */
+  char path[256];
+  snprintf(path, sizeof path, "%s/bc-jit-%ld.lua", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (long)getpid());
+  FILE *fp = fopen(path, "wb");
+  fputs("name = \"fp8_e4m3_jit\"\ndescription = \"run-time spec\"\nelement = \"e4m3\"\nblock = \"tensor\"\n"
+        "scale = { type = \"fp32\", rule = \"amax\" }\nrowwise = { layout = \"rowmajor\" }\n"
+        "columnwise = { layout = \"transposed\" }\n", fp);
+  fclose(fp);
+  const bc_format *jf;
+  is_int(bc_format_load(ctx, path, &jf), BC_OK, "run-time spec loads");
+  unlink(path);
+  if (jf) {
+    run_case(jf, BC_BF16, 127, 129, 0, 3, 0, 1, 1);
+    bc_get_stats(ctx, &st);
+    ok(st.nvrtc_compiles >= 3, "run-time spec compiled with NVRTC (%llu compiles)", (unsigned long long)st.nvrtc_compiles);
+  }
+  bc_ctx_destroy(ctx);
+  return done_testing();
+}
