@@ -6,8 +6,8 @@ n=0; fail=0
 t() { n=$((n+1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fail=1; fi; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
-$BIN list > "$tmp/list" 2>&1
-t "list runs" '[ $? -eq 0 ]'
+$BIN list > "$tmp/list" 2>&1; rc=$?
+t "list runs" '[ $rc -eq 0 ]'
 t "list shows both formats" 'grep -q "^format fp8_e4m3_tensor" "$tmp/list" && grep -q "^format fp8_e5m2_tensor" "$tmp/list"'
 t "list: every kernel is built ahead of time for sm_90 and sm_100a" '[ "$(grep -c "aot: sm_90 sm_100a" "$tmp/list")" -eq "$(grep -c "^  bc_" "$tmp/list")" ]'
 t "list: 13 kernels per format" '[ "$(grep -c "(13 kernels)" "$tmp/list")" -eq 2 ]'

@@ -10,17 +10,19 @@ if [ ! -f README.md ]; then echo "1..0 # SKIP no README.md here"; exit 0; fi
 awk '/<!-- example:begin -->/{on=1; next} /<!-- example:end -->/{on=0} on && !/^```/' README.md > "$tmp/example.c"
 t "README has the example" '[ -s "$tmp/example.c" ] && grep -q "bc_quantize" "$tmp/example.c"'
 gcc -std=c11 -Wall -Werror -I runtime/include -I "$CUDA_HOME/include" "$tmp/example.c" -o "$tmp/ex_static" \
-  "$B/lib/libblockcast.a" "$CUDA_HOME/lib64/libcudart_static.a" -ldl -lm -lpthread -lrt 2> "$tmp/cc.log"
-t "it compiles against libblockcast.a" '[ $? -eq 0 ] || { cat "$tmp/cc.log" | sed "s/^/# /"; false; }'
+  "$B/lib/libblockcast.a" "$CUDA_HOME/lib64/libcudart_static.a" -ldl -lm -lpthread -lrt 2> "$tmp/cc.log"; rc=$?
+t "it compiles against libblockcast.a" '[ $rc -eq 0 ] || { cat "$tmp/cc.log" | sed "s/^/# /"; false; }'
 gcc -std=c11 -Wall -Werror -I runtime/include -I "$CUDA_HOME/include" "$tmp/example.c" -o "$tmp/ex_shared" \
-  -L "$B/lib" -l:libblockcast.so "$CUDA_HOME/lib64/libcudart_static.a" -ldl -lm -lpthread -lrt 2> "$tmp/cc2.log"
-t "it compiles against libblockcast.so" '[ $? -eq 0 ] || { cat "$tmp/cc2.log" | sed "s/^/# /"; false; }'
-t "libblockcast.so exports only bc_* symbols" '[ -z "$(nm -D --defined-only "$B/lib/libblockcast.so" | awk "{print \$3}" | grep -v "^bc_")" ]'
+  -L "$B/lib" -l:libblockcast.so "$CUDA_HOME/lib64/libcudart_static.a" -ldl -lm -lpthread -lrt 2> "$tmp/cc2.log"; rc=$?
+t "it compiles against libblockcast.so" '[ $rc -eq 0 ] || { cat "$tmp/cc2.log" | sed "s/^/# /"; false; }'
+nm -D --defined-only "$B/lib/libblockcast.so" | awk '{print $3}' > "$tmp/syms"
+t "libblockcast.so exports the API and only bc_* symbols" 'grep -qx bc_quantize "$tmp/syms" && [ -z "$(grep -v "^bc_" "$tmp/syms")" ]'
+
 if nvidia-smi -L >/dev/null 2>&1; then
-  LD_LIBRARY_PATH="$B/lib" "$tmp/ex_shared" > "$tmp/run.log" 2>&1
-  t "it runs on the GPU (shared library)" '[ $? -eq 0 ] || { sed "s/^/# /" "$tmp/run.log"; false; }'
-  "$tmp/ex_static" > "$tmp/run2.log" 2>&1
-  t "it runs on the GPU (static library)" '[ $? -eq 0 ] || { sed "s/^/# /" "$tmp/run2.log"; false; }'
+  LD_LIBRARY_PATH="$B/lib" "$tmp/ex_shared" > "$tmp/run.log" 2>&1; rc=$?
+  t "it runs on the GPU (shared library)" '[ $rc -eq 0 ] || { sed "s/^/# /" "$tmp/run.log"; false; }'
+  "$tmp/ex_static" > "$tmp/run2.log" 2>&1; rc=$?
+  t "it runs on the GPU (static library)" '[ $rc -eq 0 ] || { sed "s/^/# /" "$tmp/run2.log"; false; }'
 else
   LD_LIBRARY_PATH="$B/lib" "$tmp/ex_shared" > "$tmp/run.log" 2>&1; rc=$?
   t "without a GPU it fails cleanly with a message (exit 1, no crash)" '[ $rc -eq 1 ] && grep -q "BC_ERR_UNAVAILABLE\|no CUDA" "$tmp/run.log"'

@@ -20,6 +20,12 @@
 extern "C" {
 #endif
 
+#if defined(__GNUC__)
+#define BC_API __attribute__((visibility("default")))
+#else
+#define BC_API
+#endif
+
 #define BC_VERSION_MAJOR 0
 #define BC_VERSION_MINOR 1
 #define BC_VERSION_PATCH 0
@@ -38,7 +44,7 @@ typedef enum bc_status {
 } bc_status;
 
 /* Name of a status ("BC_ERR_ARG"); never NULL. */
-const char *bc_status_string(bc_status s);
+BC_API const char *bc_status_string(bc_status s);
 
 typedef enum bc_dtype {
   BC_FP32 = 0,
@@ -46,8 +52,8 @@ typedef enum bc_dtype {
   BC_FP16 = 2
 } bc_dtype;
 
-const char *bc_dtype_name(bc_dtype t);
-size_t bc_dtype_size(bc_dtype t); /* 0 for an unknown dtype */
+BC_API const char *bc_dtype_name(bc_dtype t);
+BC_API size_t bc_dtype_size(bc_dtype t); /* 0 for an unknown dtype */
 
 typedef struct bc_ctx bc_ctx;
 typedef struct bc_format bc_format;
@@ -56,21 +62,21 @@ typedef struct bc_format bc_format;
 
 /* Create a context: loads the embedded generator and the built-in specs. On failure *out is
  * NULL; a message, if any, goes to errbuf (may be NULL) of errbuf_size bytes. */
-bc_status bc_ctx_create(bc_ctx **out, char *errbuf, size_t errbuf_size);
-void bc_ctx_destroy(bc_ctx *ctx);
+BC_API bc_status bc_ctx_create(bc_ctx **out, char *errbuf, size_t errbuf_size);
+BC_API void bc_ctx_destroy(bc_ctx *ctx);
 
 /* The message of the last failed call on ctx ("" if none). Valid until the next call. */
-const char *bc_last_error(const bc_ctx *ctx);
+BC_API const char *bc_last_error(const bc_ctx *ctx);
 
 /* ---- formats ------------------------------------------------------------------------------ */
 
 /* A built-in or already loaded format by name ("fp8_e4m3_tensor"). */
-bc_status bc_format_get(bc_ctx *ctx, const char *name, const bc_format **out);
+BC_API bc_status bc_format_get(bc_ctx *ctx, const char *name, const bc_format **out);
 /* Load a format spec file (validated; kernels are generated and compiled when first used). */
-bc_status bc_format_load(bc_ctx *ctx, const char *spec_path, const bc_format **out);
+BC_API bc_status bc_format_load(bc_ctx *ctx, const char *spec_path, const bc_format **out);
 /* Number of formats known to ctx and the i-th one (load order). */
-size_t bc_format_count(const bc_ctx *ctx);
-const bc_format *bc_format_at(const bc_ctx *ctx, size_t i);
+BC_API size_t bc_format_count(const bc_ctx *ctx);
+BC_API const bc_format *bc_format_at(const bc_ctx *ctx, size_t i);
 
 typedef enum bc_block_kind {
   BC_BLOCK_TENSOR = 0 /* one scale for the whole tensor */
@@ -88,7 +94,7 @@ typedef struct bc_format_info {
   int columnwise_transposed; /* columnwise data is [cols, rows] */
 } bc_format_info;
 
-bc_status bc_format_get_info(bc_ctx *ctx, const bc_format *fmt, bc_format_info *info);
+BC_API bc_status bc_format_get_info(bc_ctx *ctx, const bc_format *fmt, bc_format_info *info);
 
 /* ---- tensors ------------------------------------------------------------------------------ */
 
@@ -127,43 +133,43 @@ typedef enum bc_direction {
 
 /* Bytes of a direction's data / scale_inv buffer for a format and shape (0 if the format has
  * no such direction). */
-bc_status bc_qtensor_sizes(bc_ctx *ctx, const bc_format *fmt, int64_t rows, int64_t cols, bc_direction dir,
+BC_API bc_status bc_qtensor_sizes(bc_ctx *ctx, const bc_format *fmt, int64_t rows, int64_t cols, bc_direction dir,
                            size_t *data_bytes, size_t *scale_inv_bytes);
 
 /* ---- operations (asynchronous on `stream`, a CUstream / cudaStream_t; NULL = default) ------- */
 
 /* amax = max |x| over the tensor (NaN ignored) into device fp32[1] `amax`. */
-bc_status bc_amax(bc_ctx *ctx, const bc_tensor *x, float *amax, void *stream);
+BC_API bc_status bc_amax(bc_ctx *ctx, const bc_tensor *x, float *amax, void *stream);
 
 /* scale and scale_inv (device fp32[1] each; scale_inv may be NULL) from a device amax by the
  * format's scale rule. */
-bc_status bc_compute_scale(bc_ctx *ctx, const bc_format *fmt, const float *amax, float *scale, float *scale_inv,
+BC_API bc_status bc_compute_scale(bc_ctx *ctx, const bc_format *fmt, const float *amax, float *scale, float *scale_inv,
                            void *stream);
 
 /* Current scaling: amax of x -> q->amax, scale -> q->scale, then cast into every present
  * direction of q (one read of x for both directions). */
-bc_status bc_quantize(bc_ctx *ctx, const bc_tensor *x, bc_qtensor *q, void *stream);
+BC_API bc_status bc_quantize(bc_ctx *ctx, const bc_tensor *x, bc_qtensor *q, void *stream);
 
 /* Cast only, with the scale already in q->scale (delayed scaling, or a scale computed from an
  * all-reduced amax). */
-bc_status bc_quantize_cast(bc_ctx *ctx, const bc_tensor *x, bc_qtensor *q, void *stream);
+BC_API bc_status bc_quantize_cast(bc_ctx *ctx, const bc_tensor *x, bc_qtensor *q, void *stream);
 
 /* Dequantize one direction of q into out. Its shape is the direction's data shape: [rows, cols]
  * for rowwise, [cols, rows] for transposed columnwise data. */
-bc_status bc_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction dir, const bc_tensor *out, void *stream);
+BC_API bc_status bc_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction dir, const bc_tensor *out, void *stream);
 
 /* ---- kernels ------------------------------------------------------------------------------ */
 
 /* Names of every kernel for `arch` ("sm_90"; NULL: all), sorted; format NULL: all formats, ""
  * the format-independent ones. Calls fn(name, user) for each. */
-bc_status bc_kernel_names(bc_ctx *ctx, const char *arch, const char *format,
+BC_API bc_status bc_kernel_names(bc_ctx *ctx, const char *arch, const char *format,
                           void (*fn)(const char *name, void *user), void *user);
 
 /* CUDA C source of a kernel for an arch; *out is malloc'ed, the caller frees it. */
-bc_status bc_kernel_source(bc_ctx *ctx, const char *kernel, const char *arch, char **out, size_t *len);
+BC_API bc_status bc_kernel_source(bc_ctx *ctx, const char *kernel, const char *arch, char **out, size_t *len);
 
 /* Compile a kernel for an arch with NVRTC (no GPU needed); *cubin is malloc'ed. */
-bc_status bc_kernel_compile(bc_ctx *ctx, const char *kernel, const char *arch, void **cubin, size_t *len);
+BC_API bc_status bc_kernel_compile(bc_ctx *ctx, const char *kernel, const char *arch, void **cubin, size_t *len);
 
 typedef struct bc_stats {
   uint64_t nvrtc_compiles;   /* NVRTC compilations made by this context */
@@ -171,21 +177,21 @@ typedef struct bc_stats {
   uint64_t kernels_loaded;   /* kernels loaded into the CUDA context */
 } bc_stats;
 
-void bc_get_stats(const bc_ctx *ctx, bc_stats *out);
+BC_API void bc_get_stats(const bc_ctx *ctx, bc_stats *out);
 
 /* ---- CPU reference (plain C, written from the rules; no GPU) ------------------------------ */
 
 /* Encode one fp32 value with a format's element (round to nearest even, saturating, NaN to the
  * element's NaN code) and decode a code to fp32. */
-bc_status bc_ref_encode(bc_ctx *ctx, const bc_format *fmt, float x, uint8_t *code);
-bc_status bc_ref_decode(bc_ctx *ctx, const bc_format *fmt, uint8_t code, float *x);
+BC_API bc_status bc_ref_encode(bc_ctx *ctx, const bc_format *fmt, float x, uint8_t *code);
+BC_API bc_status bc_ref_decode(bc_ctx *ctx, const bc_format *fmt, uint8_t code, float *x);
 /* scale_from_amax of the format's rule: scale and scale_inv. */
-bc_status bc_ref_scale(bc_ctx *ctx, const bc_format *fmt, float amax, float *scale, float *scale_inv);
+BC_API bc_status bc_ref_scale(bc_ctx *ctx, const bc_format *fmt, float amax, float *scale, float *scale_inv);
 /* Host-memory versions of the operations: same descriptors, host pointers. */
-bc_status bc_ref_amax(bc_ctx *ctx, const bc_tensor *x, float *amax);
-bc_status bc_ref_quantize_cast(bc_ctx *ctx, const bc_tensor *x, bc_qtensor *q);
-bc_status bc_ref_quantize(bc_ctx *ctx, const bc_tensor *x, bc_qtensor *q);
-bc_status bc_ref_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction dir, const bc_tensor *out);
+BC_API bc_status bc_ref_amax(bc_ctx *ctx, const bc_tensor *x, float *amax);
+BC_API bc_status bc_ref_quantize_cast(bc_ctx *ctx, const bc_tensor *x, bc_qtensor *q);
+BC_API bc_status bc_ref_quantize(bc_ctx *ctx, const bc_tensor *x, bc_qtensor *q);
+BC_API bc_status bc_ref_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction dir, const bc_tensor *out);
 
 #ifdef __cplusplus
 }
