@@ -160,6 +160,8 @@ function M.tuning(arch)
   if tuning_cache[arch] then return tuning_cache[arch] end
   local path = "gen/tuning/" .. arch .. ".lua"
   local text = host().embedded(path)
+  local otext, opath = host().tuning_override()
+  if otext then text, path = otext, opath end
   if not text then path = "gen/tuning/default.lua"; text = host().embedded(path) end
   local fields, src = spec.load_chunk(path, text)
   local t = spec.validate(fields, TUNING_SCHEMA, src)
@@ -249,6 +251,9 @@ local function element_defines(e, sm, defs)
   d("BC_ELEM_IS_INF(c)", code_test(e.inf_codes))
   local hw = e.hw_cvt and sm >= e.hw_cvt.min_sm
   d("BC_ELEM_HW_CVT", hw and "1" or "0")
+  -- every value of the element is an fp16 value: decode may go through cvt.rn.f16x2.<ptx>
+  local f16_exact = e.mantissa_bits <= 10 and 1 - e.bias - e.mantissa_bits >= -24 and e.max_finite <= 65504
+  d("BC_ELEM_F16_EXACT", f16_exact and "1" or "0")
   return hw and e.hw_cvt.ptx or "none"
 end
 

@@ -68,6 +68,24 @@ static int host_embedded_list(lua_State *L) {
   return 1;
 }
 
+/* The text of the tuning file named by $BLOCKCAST_TUNING (a development override of
+ * gen/tuning/<arch>.lua for every arch; AOT kernels are then bypassed), or nothing. */
+static int host_tuning_override(lua_State *L) {
+  const char *p = getenv("BLOCKCAST_TUNING");
+  if (!p || !*p) return 0;
+  FILE *f = fopen(p, "rb");
+  if (!f) return luaL_error(L, "BLOCKCAST_TUNING=%s: cannot open the file", p);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) luaL_addlstring(&b, buf, n);
+  fclose(f);
+  luaL_pushresult(&b);
+  lua_pushstring(L, p);
+  return 2;
+}
+
 /* require(name): the embedded module gen/<...>.lua, loaded once */
 static int host_require(lua_State *L) {
   const char *name = luaL_checkstring(L, 1);
@@ -282,6 +300,8 @@ bc_status bci_lua_open(bc_ctx *ctx, char *err, size_t errsz) {
   lua_setfield(L, -2, "embedded");
   lua_pushcfunction(L, host_embedded_list);
   lua_setfield(L, -2, "embedded_list");
+  lua_pushcfunction(L, host_tuning_override);
+  lua_setfield(L, -2, "tuning_override");
   lua_setglobal(L, "bc_host");
 
   lua_pushcfunction(L, msgh);

@@ -158,6 +158,20 @@ static __device__ __forceinline__ float bc_decode(u32 c) {
   }
   return __uint_as_float(__float_as_uint(v) | s);
 }
+
+// Two codes (a in bits 0..7, b in bits 8..15) to fp32. With the hardware conversion, through
+// fp16 (exact when every element value is an fp16 value; NaN stays NaN, Inf stays Inf).
+static __device__ __forceinline__ void bc_decode2(u32 c2, float *a, float *b) {
+#if BC_ELEM_HW_CVT && BC_ELEM_F16_EXACT
+  u32 h2;
+  asm("cvt.rn.f16x2.${ELEM_PTX} %0, %1;" : "=r"(h2) : "h"((u16)c2));
+  *a = bc_f32_from_f16((u16)(h2 & 0xFFFFu));
+  *b = bc_f32_from_f16((u16)(h2 >> 16));
+#else
+  *a = bc_decode(c2 & 0xFFu);
+  *b = bc_decode((c2 >> 8) & 0xFFu);
+#endif
+}
 #endif
 
 // ---------------------------------------------------------------------------------------------

@@ -23,12 +23,13 @@ ${KERNEL}(const u8 *__restrict__ q, i64 rows, i64 cols, i64 ld, const float *__r
       if (s >= slots) break;
       i64 c0 = s * 8;
       if (vec_ok && c0 + 8 <= cols) {
-        u32 w[8];
-#pragma unroll
-        for (int j = 0; j < 4; j++) { w[j] = (v[u].x >> (8 * j)) & 0xFFu; w[4 + j] = (v[u].y >> (8 * j)) & 0xFFu; }
         float f[8];
+        bc_decode2(v[u].x & 0xFFFFu, &f[0], &f[1]);
+        bc_decode2(v[u].x >> 16, &f[2], &f[3]);
+        bc_decode2(v[u].y & 0xFFFFu, &f[4], &f[5]);
+        bc_decode2(v[u].y >> 16, &f[6], &f[7]);
 #pragma unroll
-        for (int j = 0; j < 8; j++) f[j] = __fmul_rn(bc_decode(w[j]), si);
+        for (int j = 0; j < 8; j++) f[j] = __fmul_rn(f[j], si);
 #if BC_DTYPE == 0
         *(uint4 *)(dst + c0) = make_uint4(bc_f32_bits_canonical(f[0]), bc_f32_bits_canonical(f[1]),
                                           bc_f32_bits_canonical(f[2]), bc_f32_bits_canonical(f[3]));

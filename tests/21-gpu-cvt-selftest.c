@@ -34,7 +34,7 @@ int main(void) {
     uint32_t hex[48];
     CK(cudaMemcpy(&nbad, bad, 8, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(hex, ex, sizeof hex, cudaMemcpyDeviceToHost));
-    ok(s == BC_OK && nbad == 0, "%s: hardware cvt == generic encode for all 2^32 fp32 inputs (%llu differ)", elems[i], nbad);
+    ok(s == BC_OK && nbad == 0, "%s: hardware cvt == generic encode for all 2^32 fp32 inputs, and hardware decode == generic decode for all code pairs (%llu differ)", elems[i], nbad);
     for (unsigned long long j = 0; j < nbad && j < 16; j++)
       diag("  input 0x%08X: generic 0x%02X, hardware 0x%02X", hex[3 * j], hex[3 * j + 1], hex[3 * j + 2]);
     cudaFree(bad);

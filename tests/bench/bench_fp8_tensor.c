@@ -105,12 +105,18 @@ static int validate(const bc_format *f, int64_t M, int64_t K, void *d_in, uint16
 }
 
 int main(int argc, char **argv) {
-  const char *fname = "fp8_e4m3_tensor", *out = NULL;
+  const char *fname = "fp8_e4m3_tensor", *out = NULL, *only = NULL;
+  int max_shapes = 3;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--format") && i + 1 < argc) fname = argv[++i];
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
-    else { fprintf(stderr, "usage: bench_fp8_tensor [--format NAME] [--reps N] [--out FILE]\n"); return 2; }
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else if (!strcmp(argv[i], "--shapes") && i + 1 < argc) max_shapes = atoi(argv[++i]);
+    else {
+      fprintf(stderr, "usage: bench_fp8_tensor [--format NAME] [--reps N] [--out FILE] [--only SUBSTRING] [--shapes 1..3]\n");
+      return 2;
+    }
   }
   if (reps < 5) reps = 5;
   if (!gpu_available()) { printf("no CUDA device: nothing to measure\n"); return 0; }
@@ -141,7 +147,8 @@ int main(int argc, char **argv) {
 
   int64_t shapes[][2] = { { 8192, 8192 }, { 8191, 8193 }, { 16384, 16384 } };
   int all_valid = 1;
-  for (int si = 0; si < 3; si++) {
+  if (getenv("BLOCKCAST_TUNING")) EMIT("tuning override: %s\n\n", getenv("BLOCKCAST_TUNING"));
+  for (int si = 0; si < 3 && si < max_shapes; si++) {
     int64_t M = shapes[si][0], K = shapes[si][1];
     size_t n = (size_t)(M * K);
     uint16_t *h = malloc(n * 2);
@@ -171,6 +178,7 @@ int main(int argc, char **argv) {
     };
     void *deq = dmalloc(n * 2);
     for (size_t v = 0; v < sizeof vars / sizeof *vars; v++) {
+      if (only && !strstr(vars[v].name, only)) continue;
       a.mode = vars[v].mode;
       a.q = (bc_qtensor){ f, M, K, vars[v].dirs & 1 ? row : NULL, fl, vars[v].dirs & 2 ? col : NULL, fl + 1, fl + 2, fl + 3 };
       if (a.mode == 3) { a.q.rowwise_data = row; a.deq = (bc_tensor){ deq, BC_BF16, M, K, 0 }; }
