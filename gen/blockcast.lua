@@ -151,6 +151,7 @@ for _, fam in ipairs({ "amax", "quantize_row", "quantize_tile", "dequantize" }) 
       tile_rows = { type = "integer", min = 8, max = 256 },
       tile_cols = { type = "integer", min = 8, max = 256 },
       col_vec = { type = "integer", enum = { 2, 4, 8, 16 } },
+      min_blocks = { type = "integer", min = 1, max = 32 },
     },
   }
 end
@@ -207,6 +208,7 @@ function M.launch(name, arch)
   return {
     threads = t.threads, unroll = t.unroll or 1, blocks_per_sm = t.blocks_per_sm or 1,
     tile_rows = t.tile_rows or 1, tile_cols = t.tile_cols or 1, col_vec = t.col_vec or 1, vec = vec,
+    min_blocks = t.min_blocks or 1,
   }
 end
 
@@ -305,6 +307,7 @@ function M.generate(name, arch)
   d("BC_TILE_ROWS", render.cint(L.tile_rows))
   d("BC_TILE_COLS", render.cint(L.tile_cols))
   d("BC_COL_VEC", render.cint(L.col_vec))
+  d("BC_MIN_BLOCKS", render.cint(L.min_blocks))
   local ptx = "none"
   if e then ptx = element_defines(e, sm, defs) end
   if k.dtype then

@@ -3,7 +3,7 @@
 // reduces its share and folds it into *amax with an integer atomicMax on the fp32 bits (order
 // of non-negative floats = order of their bits). The host zeroes *amax before the launch.
 
-extern "C" __global__ void __launch_bounds__(BC_THREADS)
+extern "C" __global__ void __launch_bounds__(BC_THREADS, BC_MIN_BLOCKS)
 ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, float *__restrict__ amax, int vec_ok) {
   const i64 slots = (cols + BC_VEC - 1) / BC_VEC;
   const i64 stride = (i64)gridDim.x * BC_THREADS * BC_UNROLL;

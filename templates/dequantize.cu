@@ -2,7 +2,7 @@
 // q: [rows, cols] codes, contiguous; out: [rows, cols] with row stride ld. NaN codes give the
 // canonical NaN of the output dtype. The host flattens contiguous outputs to one row.
 
-extern "C" __global__ void __launch_bounds__(BC_THREADS)
+extern "C" __global__ void __launch_bounds__(BC_THREADS, BC_MIN_BLOCKS)
 ${KERNEL}(const u8 *__restrict__ q, i64 rows, i64 cols, i64 ld, const float *__restrict__ scale_inv_ptr,
           BC_DTYPE_T *__restrict__ out, int vec_ok) {
   const float si = *scale_inv_ptr;

@@ -5,7 +5,7 @@
 // that runs past the row end, or any vector when vec_ok is 0 (misaligned pointers or stride),
 // goes element by element.
 
-extern "C" __global__ void __launch_bounds__(BC_THREADS)
+extern "C" __global__ void __launch_bounds__(BC_THREADS, BC_MIN_BLOCKS)
 ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const float *__restrict__ scale_ptr,
           u8 *__restrict__ out, float *__restrict__ scale_inv_out, int vec_ok) {
   const float scale = *scale_ptr;

@@ -25,7 +25,7 @@
 #error "tile parameters do not divide evenly (gen/tuning)"
 #endif
 
-extern "C" __global__ void __launch_bounds__(BC_THREADS)
+extern "C" __global__ void __launch_bounds__(BC_THREADS, BC_MIN_BLOCKS)
 ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const float *__restrict__ scale_ptr,
           u8 *__restrict__ row_out, u8 *__restrict__ col_out, float *__restrict__ row_scale_inv,
           float *__restrict__ col_scale_inv, int vec_ok) {

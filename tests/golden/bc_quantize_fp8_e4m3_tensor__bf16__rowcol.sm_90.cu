@@ -38,6 +38,7 @@
 #define BC_TILE_ROWS                 128
 #define BC_TILE_COLS                 64
 #define BC_COL_VEC                   16
+#define BC_MIN_BLOCKS                4
 #define BC_ELEM_BITS                 8
 #define BC_ELEM_MBITS                3
 #define BC_ELEM_BIAS                 7
@@ -286,7 +287,7 @@ static __device__ __forceinline__ float bc_block_max(float v) {
 #error "tile parameters do not divide evenly (gen/tuning)"
 #endif
 
-extern "C" __global__ void __launch_bounds__(BC_THREADS)
+extern "C" __global__ void __launch_bounds__(BC_THREADS, BC_MIN_BLOCKS)
 bc_quantize_fp8_e4m3_tensor__bf16__rowcol(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const float *__restrict__ scale_ptr,
           u8 *__restrict__ row_out, u8 *__restrict__ col_out, float *__restrict__ row_scale_inv,
           float *__restrict__ col_scale_inv, int vec_ok) {
