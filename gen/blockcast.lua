@@ -152,6 +152,7 @@ for _, fam in ipairs({ "amax", "quantize_row", "quantize_tile", "dequantize" }) 
       tile_cols = { type = "integer", min = 8, max = 256 },
       col_vec = { type = "integer", enum = { 2, 4, 8, 16 } },
       min_blocks = { type = "integer", min = 1, max = 32 },
+      store_cs = { type = "boolean" },
     },
   }
 end
@@ -208,7 +209,7 @@ function M.launch(name, arch)
   return {
     threads = t.threads, unroll = t.unroll or 1, blocks_per_sm = t.blocks_per_sm or 1,
     tile_rows = t.tile_rows or 1, tile_cols = t.tile_cols or 1, col_vec = t.col_vec or 1, vec = vec,
-    min_blocks = t.min_blocks or 1,
+    min_blocks = t.min_blocks or 1, store_cs = t.store_cs and 1 or 0,
   }
 end
 
@@ -308,6 +309,7 @@ function M.generate(name, arch)
   d("BC_TILE_COLS", render.cint(L.tile_cols))
   d("BC_COL_VEC", render.cint(L.col_vec))
   d("BC_MIN_BLOCKS", render.cint(L.min_blocks))
+  d("BC_STORE_CS", render.cint(L.store_cs))
   local ptx = "none"
   if e then ptx = element_defines(e, sm, defs) end
   if k.dtype then

@@ -6,7 +6,7 @@
 
 #include "bc_internal.h"
 
-#define MAGIC "BCAOT001"
+#define MAGIC "BCAOT002"
 
 static int rd(const unsigned char **p, const unsigned char *end, void *dst, size_t n) {
   if ((size_t)(end - *p) < n) return 0;
@@ -28,7 +28,7 @@ bc_status bci_aot_index(bc_ctx *ctx) {
   if (!es) return bci_fail(ctx, BC_ERR_NOMEM, "out of memory");
   for (uint32_t i = 0; i < count; i++) {
     uint16_t nl, al;
-    int32_t l[7];
+    int32_t l[8];
     uint64_t size;
     const unsigned char *name, *arch, *hash;
     if (!rd(&p, end, &nl, 2)) goto bad;
@@ -49,7 +49,7 @@ bc_status bci_aot_index(bc_ctx *ctx) {
     es[i].name = (const char *)name;
     es[i].arch = (const char *)arch;
     es[i].spec_hash = (const char *)hash;
-    es[i].launch = (bci_launch){ l[0], l[1], l[2], l[3], l[4], l[5], l[6] };
+    es[i].launch = (bci_launch){ l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7] };
     es[i].size = size;
     es[i].data = p + 32; /* sha256 first, then the payload */
     p += 32 + size;

@@ -46,7 +46,7 @@ struct bc_format {
 
 /* ---- kernels (bc_kernel.c) ---- */
 typedef struct bci_launch {
-  int threads, unroll, blocks_per_sm, tile_rows, tile_cols, col_vec, vec;
+  int threads, unroll, blocks_per_sm, tile_rows, tile_cols, col_vec, vec, min_blocks;
 } bci_launch;
 
 typedef struct bci_kernel {
@@ -96,8 +96,8 @@ extern const bci_embedded_file bci_embedded_files[];
 extern const size_t bci_embedded_count;
 
 /* ---- AOT archive (bc_aot.c) ---- */
-/* Archive: "BCAOT001", u32 count, entries { u32 name_len, name, u32 arch_len, arch,
- * char[64] spec hash, bci_launch (7 x i32), u64 size, u8[32] sha256, payload }. */
+/* Archive: "BCAOT002", u32 count, entries { u32 name_len, name, u32 arch_len, arch,
+ * char[65] spec hash, bci_launch (8 x i32), u64 size, u8[32] sha256, payload }. */
 typedef struct bci_aot_entry {
   const char *name;
   const char *arch;

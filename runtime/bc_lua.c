@@ -408,6 +408,7 @@ bc_status bci_lua_launch(bc_ctx *ctx, const char *kernel, const char *arch, bci_
   out->tile_cols = (int)get_num(L, t, "tile_cols");
   out->col_vec = (int)get_num(L, t, "col_vec");
   out->vec = (int)get_num(L, t, "vec");
+  out->min_blocks = (int)get_num(L, t, "min_blocks");
   lua_pop(L, 1);
   return BC_OK;
 }

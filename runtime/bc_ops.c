@@ -168,12 +168,11 @@ static bc_status cast_launch(bc_ctx *ctx, const bc_tensor *x, int64_t ld, bc_qte
   const bci_launch *L = &k->launch;
   int vec_ok = aligned(in, 16) && ld % L->vec == 0 && cols % L->vec == 0 &&
                (!q->rowwise_data || aligned(q->rowwise_data, 16)) && aligned(q->columnwise_data, 16);
-  int64_t gx = (cols + L->tile_cols - 1) / L->tile_cols;
-  int64_t gy = (rows + L->tile_rows - 1) / L->tile_rows;
-  if (gx > 0x7FFFFFFF) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "bc_quantize: %lld columns are too many for one launch", (long long)cols);
+  int64_t tiles = ((cols + L->tile_cols - 1) / L->tile_cols) * ((rows + L->tile_rows - 1) / L->tile_rows);
+  if (tiles > 0x7FFFFFFF) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "bc_quantize: [%lld, %lld] needs %lld tiles, more than one launch holds (2^31 - 1)", (long long)rows, (long long)cols, (long long)tiles);
   void *ro = q->rowwise_data, *co = q->columnwise_data, *rsi = q->rowwise_scale_inv, *csi = q->columnwise_scale_inv;
   void *params[] = { &in, &rows, &cols, &ld, &scale, &ro, &co, &rsi, &csi, &vec_ok };
-  return bci_kernel_launch(ctx, k, (unsigned)gx, umin64(gy, 65535), 1, (unsigned)L->threads, stream, params);
+  return bci_kernel_launch(ctx, k, (unsigned)tiles, 1, 1, (unsigned)L->threads, stream, params);
 }
 
 static bc_status check_cast_args(bc_ctx *ctx, const char *fn, const bc_tensor *x, bc_qtensor *q, int64_t *ld) {

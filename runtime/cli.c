@@ -310,7 +310,7 @@ static int cmd_aot(bc_ctx *ctx, int argc, char **argv) {
     memcpy(buf + n, (ptr), l_);                                                \
     n += l_;                                                                   \
   } while (0)
-  PUT("BCAOT001", 8);
+  PUT("BCAOT002", 8);
   uint32_t cnt = (uint32_t)nj;
   PUT(&cnt, 4);
   for (size_t i = 0; i < nj; i++) {
@@ -326,8 +326,8 @@ static int cmd_aot(bc_ctx *ctx, int argc, char **argv) {
     PUT(&al, 2);
     PUT(js[i].arch, al);
     PUT(js[i].spec_hash, 65);
-    int32_t l[7] = { js[i].launch.threads, js[i].launch.unroll, js[i].launch.blocks_per_sm, js[i].launch.tile_rows,
-                     js[i].launch.tile_cols, js[i].launch.col_vec, js[i].launch.vec };
+    int32_t l[8] = { js[i].launch.threads, js[i].launch.unroll, js[i].launch.blocks_per_sm, js[i].launch.tile_rows,
+                     js[i].launch.tile_cols, js[i].launch.col_vec, js[i].launch.vec, js[i].launch.min_blocks };
     PUT(l, sizeof l);
     uint64_t size = bl;
     PUT(&size, 8);

@@ -175,6 +175,31 @@ static __device__ __forceinline__ void bc_decode2(u32 c2, float *a, float *b) {
 #endif
 
 // ---------------------------------------------------------------------------------------------
+// output stores: streaming (st.global.cs, evict-first) when the tuning sets store_cs
+// ---------------------------------------------------------------------------------------------
+static __device__ __forceinline__ void bc_store16(void *p, uint4 v) {
+#if BC_STORE_CS
+  asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+#else
+  *(uint4 *)p = v;
+#endif
+}
+static __device__ __forceinline__ void bc_store8(void *p, uint2 v) {
+#if BC_STORE_CS
+  asm volatile("st.global.cs.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(v.x), "r"(v.y) : "memory");
+#else
+  *(uint2 *)p = v;
+#endif
+}
+static __device__ __forceinline__ void bc_store4(void *p, u32 v) {
+#if BC_STORE_CS
+  asm volatile("st.global.cs.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+#else
+  *(u32 *)p = v;
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
 // reductions
 // ---------------------------------------------------------------------------------------------
 static __device__ __forceinline__ float bc_warp_max(float v) {

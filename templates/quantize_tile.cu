@@ -2,28 +2,56 @@
 // (transposed) output, and the rowwise output in the same read when BC_ROWWISE.
 //   row_out[r, c] = encode(x[r, c] * scale)     [rows, cols]
 //   col_out[c, r] = encode(x[r, c] * scale)     [cols, rows]
-// One block takes a BC_TILE_ROWS x BC_TILE_COLS tile and encodes each element once. Phase 1
-// reads the tile (16-byte vectors when the tile is whole and vec_ok, else one element per
-// thread with consecutive threads on consecutive columns), writes the rowwise codes from
-// registers and stages the codes transposed in shared memory (codes[col][row], swizzled). Phase 2 writes
-// each tile column as BC_COL_VEC-byte pieces of an output row (whole tiles with aligned rows), or
-// byte by byte with consecutive threads on consecutive bytes.
+// One block per BC_TILE_ROWS x BC_TILE_COLS tile. Each thread holds BC_LOAD_PASSES runs of BC_VEC
+// consecutive elements of a row: one 16-byte load each when the tile is whole and the rows are
+// aligned (vec_ok), else element loads masked at the edges, all issued before the first use.
+// Phase 1 encodes each element once, writes the rowwise codes and stages them transposed in
+// shared memory; phase 2 writes each tile column as BC_COL_VEC-byte pieces of an output row, or
+// byte by byte (consecutive threads on consecutive bytes) at ragged edges and misaligned rows.
 
-#define BC_TILE_VECS (BC_TILE_COLS / BC_VEC)            /* vectors per tile row */
-#define BC_LOAD_ROWS (BC_THREADS / BC_TILE_VECS)         /* tile rows per vector pass */
+#define BC_TILE_VECS (BC_TILE_COLS / BC_VEC)            /* runs per tile row */
+#define BC_LOAD_ROWS (BC_THREADS / BC_TILE_VECS)         /* tile rows per pass */
 #define BC_LOAD_PASSES (BC_TILE_ROWS / BC_LOAD_ROWS)
+#define BC_COL_GROUPS (BC_TILE_ROWS / BC_COL_VEC)        /* threads per tile column in phase 2 */
+#define BC_COL_PER_PASS (BC_THREADS / BC_COL_GROUPS)
 /* codes[col][row ^ BC_SWZ(col)]: 16-byte granules of a staging row are XOR-swizzled by bits 3.. of
  * the column, so the phase-1 byte stores of a warp (8 columns apart) hit 8 different banks while
  * phase 2 still reads whole granules. */
 #define BC_SWZ(c) ((((c) >> 3) & (BC_TILE_ROWS / 16 - 1)) << 4)
-#define BC_COL_GROUPS (BC_TILE_ROWS / BC_COL_VEC)        /* threads per tile column in phase 2 */
-#define BC_COL_PER_PASS (BC_THREADS / BC_COL_GROUPS)
 
 #if BC_TILE_COLS % BC_VEC || BC_THREADS % BC_TILE_VECS || BC_TILE_ROWS % BC_LOAD_ROWS || \
-    BC_TILE_ROWS % BC_COL_VEC || BC_THREADS % BC_COL_GROUPS || BC_TILE_ROWS % 16 || \
+    BC_TILE_ROWS % BC_COL_VEC || BC_THREADS % BC_COL_GROUPS || BC_TILE_ROWS % 16 ||         \
     (BC_TILE_ROWS / 16) & (BC_TILE_ROWS / 16 - 1)
 #error "tile parameters do not divide evenly (gen/tuning)"
 #endif
+
+// Raw input bits of this thread's runs in tile (r0, c0); zeros outside the tensor.
+static __device__ __forceinline__ void bc_tile_load(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld,
+                                                    i64 r0, i64 c0, bool fast, int vr, int vc,
+                                                    uint4 (&v)[BC_LOAD_PASSES]) {
+  if (fast) {
+#pragma unroll
+    for (int p = 0; p < BC_LOAD_PASSES; p++) v[p] = *(const uint4 *)(in + (r0 + vr + p * BC_LOAD_ROWS) * ld + c0 + vc);
+  } else {
+#pragma unroll
+    for (int p = 0; p < BC_LOAD_PASSES; p++) {
+      const i64 r = r0 + vr + p * BC_LOAD_ROWS;
+      u32 w[4] = { 0u, 0u, 0u, 0u };
+#pragma unroll
+      for (int j = 0; j < BC_VEC; j++) {
+        const i64 c = c0 + vc + j;
+        if (r < rows && c < cols) {
+#if BC_DTYPE == 0
+          w[j] = __float_as_uint(in[r * ld + c]);
+#else
+          w[j >> 1] |= (u32)in[r * ld + c] << (16 * (j & 1));
+#endif
+        }
+      }
+      v[p] = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  }
+}
 
 extern "C" __global__ void __launch_bounds__(BC_THREADS, BC_MIN_BLOCKS)
 ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const float *__restrict__ scale_ptr,
@@ -31,87 +59,74 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
           float *__restrict__ col_scale_inv, int vec_ok) {
   __shared__ __align__(16) u8 codes[BC_TILE_COLS][BC_TILE_ROWS];
   const float scale = *scale_ptr;
-  if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
     float si = __frcp_rn(scale);
     if (row_scale_inv) *row_scale_inv = si;
     if (col_scale_inv) *col_scale_inv = si;
   }
-  const i64 c0 = (i64)blockIdx.x * BC_TILE_COLS;
   const int tid = threadIdx.x;
-  const i64 tiles_y = (rows + BC_TILE_ROWS - 1) / BC_TILE_ROWS;
-  const bool col_vec_ok = vec_ok && (rows % 16) == 0;
-  for (i64 by = blockIdx.y; by < tiles_y; by += gridDim.y) {
-    const i64 r0 = by * BC_TILE_ROWS;
-    const bool whole = r0 + BC_TILE_ROWS <= rows && c0 + BC_TILE_COLS <= cols;
+  const int vr = tid / BC_TILE_VECS, vc = (tid % BC_TILE_VECS) * BC_VEC;
+  const i64 tiles_x = (cols + BC_TILE_COLS - 1) / BC_TILE_COLS;
+  const i64 t = blockIdx.x;
+  const i64 r0 = (t / tiles_x) * BC_TILE_ROWS, c0 = (t % tiles_x) * BC_TILE_COLS;
+  const bool whole = r0 + BC_TILE_ROWS <= rows && c0 + BC_TILE_COLS <= cols;
+  uint4 v[BC_LOAD_PASSES];
+  bc_tile_load(in, rows, cols, ld, r0, c0, whole && vec_ok, vr, vc, v);
 
-    // ---- phase 1: read, encode once, rowwise out, stage codes[col][row]
+  // ---- phase 1: encode once, rowwise out, stage codes[col][row]
+#pragma unroll
+  for (int p = 0; p < BC_LOAD_PASSES; p++) {
+    const int tr = vr + p * BC_LOAD_ROWS;
+    float f[BC_VEC];
+    bc_unpack16(v[p], f);
+    u32 w[(BC_VEC + 3) / 4];
+#pragma unroll
+    for (int j = 0; j < BC_VEC; j += 2) {
+      u32 q = bc_encode2(__fmul_rn(f[j], scale), __fmul_rn(f[j + 1], scale));
+      codes[vc + j][tr ^ BC_SWZ(vc + j)] = (u8)q;
+      codes[vc + j + 1][tr ^ BC_SWZ(vc + j + 1)] = (u8)(q >> 8);
+      if ((j & 3) == 0) w[j >> 2] = q; else w[j >> 2] |= q << 16;
+    }
+#if BC_ROWWISE
+    const i64 r = r0 + tr;
+    u8 *dst = row_out + r * cols + c0 + vc;
     if (whole && vec_ok) {
-      uint4 v[BC_LOAD_PASSES];
-      const int vr = tid / BC_TILE_VECS, vc = (tid % BC_TILE_VECS) * BC_VEC;
-#pragma unroll
-      for (int p = 0; p < BC_LOAD_PASSES; p++)
-        v[p] = *(const uint4 *)(in + (r0 + vr + p * BC_LOAD_ROWS) * ld + c0 + vc);
-#pragma unroll
-      for (int p = 0; p < BC_LOAD_PASSES; p++) {
-        const int tr = vr + p * BC_LOAD_ROWS;
-        float f[BC_VEC];
-        bc_unpack16(v[p], f);
-        u32 w[(BC_VEC + 3) / 4];
-#pragma unroll
-        for (int j = 0; j < BC_VEC; j += 2) {
-          u32 q = bc_encode2(__fmul_rn(f[j], scale), __fmul_rn(f[j + 1], scale));
-          codes[vc + j][tr ^ BC_SWZ(vc + j)] = (u8)q;
-          codes[vc + j + 1][tr ^ BC_SWZ(vc + j + 1)] = (u8)(q >> 8);
-          if ((j & 3) == 0) w[j >> 2] = q; else w[j >> 2] |= q << 16;
-        }
-#if BC_ROWWISE
-        u8 *dst = row_out + (r0 + tr) * cols + c0 + vc;
 #if BC_VEC == 8
-        *(uint2 *)dst = make_uint2(w[0], w[1]);
+      bc_store8(dst, make_uint2(w[0], w[1]));
 #else
-        *(u32 *)dst = w[0];
+      bc_store4(dst, w[0]);
 #endif
-#endif
-      }
-    } else {
-      for (int i = tid; i < BC_TILE_ROWS * BC_TILE_COLS; i += BC_THREADS) {
-        const int tr = i / BC_TILE_COLS, tc = i % BC_TILE_COLS;
-        const i64 r = r0 + tr, c = c0 + tc;
-        if (r < rows && c < cols) {
-          u8 q = (u8)bc_encode1(__fmul_rn(bc_load_hp(in + r * ld, c), scale));
-          codes[tc][tr ^ BC_SWZ(tc)] = q;
-#if BC_ROWWISE
-          row_out[r * cols + c] = q;
-#endif
-        }
-      }
-    }
-    __syncthreads();
-
-    // ---- phase 2: columnwise out
-    if (whole && col_vec_ok) {
-      const int g = tid % BC_COL_GROUPS;
+    } else if (r < rows) {
 #pragma unroll
-      for (int tc = tid / BC_COL_GROUPS; tc < BC_TILE_COLS; tc += BC_COL_PER_PASS) {
-        u8 *dst = col_out + (c0 + tc) * rows + r0 + g * BC_COL_VEC;
-        const u8 *src = &codes[tc][(g * BC_COL_VEC) ^ BC_SWZ(tc)];
-#if BC_COL_VEC == 16
-        *(uint4 *)dst = *(const uint4 *)src;
-#elif BC_COL_VEC == 8
-        *(uint2 *)dst = *(const uint2 *)src;
-#elif BC_COL_VEC == 4
-        *(u32 *)dst = *(const u32 *)src;
-#else
-        *(u16 *)dst = *(const u16 *)src;
-#endif
-      }
-    } else {
-      for (int i = tid; i < BC_TILE_ROWS * BC_TILE_COLS; i += BC_THREADS) {
-        const int tc = i / BC_TILE_ROWS, tr = i % BC_TILE_ROWS;
-        const i64 r = r0 + tr, c = c0 + tc;
-        if (r < rows && c < cols) col_out[c * rows + r] = codes[tc][tr ^ BC_SWZ(tc)];
-      }
+      for (int j = 0; j < BC_VEC; j++)
+        if (c0 + vc + j < cols) dst[j] = (u8)(w[j >> 2] >> (8 * (j & 3)));
     }
-    __syncthreads();  // the next tile overwrites the staging buffer
+#endif
+  }
+  __syncthreads();
+
+  // ---- phase 2: columnwise out
+  if (whole && vec_ok && (rows % 16) == 0) {
+    const int g = tid % BC_COL_GROUPS;
+#pragma unroll
+    for (int tc = tid / BC_COL_GROUPS; tc < BC_TILE_COLS; tc += BC_COL_PER_PASS) {
+      u8 *dst = col_out + (c0 + tc) * rows + r0 + g * BC_COL_VEC;
+      const u8 *src = &codes[tc][(g * BC_COL_VEC) ^ BC_SWZ(tc)];
+#if BC_COL_VEC == 16
+      bc_store16(dst, *(const uint4 *)src);
+#elif BC_COL_VEC == 8
+      bc_store8(dst, *(const uint2 *)src);
+#elif BC_COL_VEC == 4
+      bc_store4(dst, *(const u32 *)src);
+#else
+      *(u16 *)dst = *(const u16 *)src;
+#endif
+    }
+  } else {
+    for (int i = tid; i < BC_TILE_ROWS * BC_TILE_COLS; i += BC_THREADS) {
+      const int tc = i / BC_TILE_ROWS, tr = i % BC_TILE_ROWS;
+      const i64 r = r0 + tr, c = c0 + tc;
+      if (r < rows && c < cols) col_out[c * rows + r] = codes[tc][tr ^ BC_SWZ(tc)];
+    }
   }
 }
