@@ -12,11 +12,7 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, float *
     const BC_DTYPE_T *src = in + r * ld;
     for (i64 base = (i64)blockIdx.x * BC_THREADS * BC_UNROLL + threadIdx.x; base < slots; base += stride) {
       uint4 v[BC_UNROLL];
-#pragma unroll
-      for (int u = 0; u < BC_UNROLL; u++) {
-        i64 s = base + (i64)u * BC_THREADS;
-        if (vec_ok && s < slots && (s + 1) * BC_VEC <= cols) v[u] = *(const uint4 *)(src + s * BC_VEC);
-      }
+      bc_load_slots(src, base, slots, cols, vec_ok, v);
 #pragma unroll
       for (int u = 0; u < BC_UNROLL; u++) {
         i64 s = base + (i64)u * BC_THREADS;

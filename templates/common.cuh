@@ -93,6 +93,20 @@ static __device__ __forceinline__ void bc_unpack16(uint4 u, float *v) {
   }
 #endif
 }
+
+#ifdef BC_UNROLL
+// Row-streaming kernels: slot s of a row is elements [s * BC_VEC, (s + 1) * BC_VEC). Load the
+// BC_UNROLL slots base + u * BC_THREADS of row `src` that are whole, as 16-byte vectors, all
+// before the first use; the caller does the rest (and a row's partial last slot) element-wise.
+static __device__ __forceinline__ void bc_load_slots(const BC_DTYPE_T *__restrict__ src, i64 base, i64 slots, i64 cols,
+                                                     int vec_ok, uint4 (&v)[BC_UNROLL]) {
+#pragma unroll
+  for (int u = 0; u < BC_UNROLL; u++) {
+    i64 s = base + (i64)u * BC_THREADS;
+    if (vec_ok && s < slots && (s + 1) * BC_VEC <= cols) v[u] = *(const uint4 *)(src + s * BC_VEC);
+  }
+}
+#endif
 #endif
 
 // ---------------------------------------------------------------------------------------------
@@ -141,6 +155,15 @@ static __device__ __forceinline__ u32 bc_encode1(float a) {
 #else
   return bc_encode_generic(a);
 #endif
+}
+
+// BC_VEC values times scale, encoded; codes packed four to a word, element 0 in the low byte.
+static __device__ __forceinline__ void bc_encode_scaled(const float *f, float scale, u32 *w) {
+#pragma unroll
+  for (int j = 0; j < BC_VEC; j += 2) {
+    u32 q = bc_encode2(__fmul_rn(f[j], scale), __fmul_rn(f[j + 1], scale));
+    if ((j & 3) == 0) w[j >> 2] = q; else w[j >> 2] |= q << 16;
+  }
 }
 
 static __device__ __forceinline__ float bc_decode(u32 c) {

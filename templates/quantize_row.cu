@@ -16,11 +16,7 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
     u8 *dst = out + r * cols;
     const i64 base = (i64)blockIdx.x * BC_UNROLL * BC_THREADS + threadIdx.x;
     uint4 v[BC_UNROLL];
-#pragma unroll
-    for (int u = 0; u < BC_UNROLL; u++) {
-      i64 s = base + (i64)u * BC_THREADS;
-      if (vec_ok && s < slots && (s + 1) * BC_VEC <= cols) v[u] = *(const uint4 *)(src + s * BC_VEC);
-    }
+    bc_load_slots(src, base, slots, cols, vec_ok, v);
 #pragma unroll
     for (int u = 0; u < BC_UNROLL; u++) {
       i64 s = base + (i64)u * BC_THREADS;
@@ -30,11 +26,7 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
         float f[BC_VEC];
         bc_unpack16(v[u], f);
         u32 w[(BC_VEC + 3) / 4];
-#pragma unroll
-        for (int j = 0; j < BC_VEC; j += 2) {
-          u32 p = bc_encode2(__fmul_rn(f[j], scale), __fmul_rn(f[j + 1], scale));
-          if ((j & 3) == 0) w[j >> 2] = p; else w[j >> 2] |= p << 16;
-        }
+        bc_encode_scaled(f, scale, w);
 #if BC_VEC == 8
         *(uint2 *)(dst + c0) = make_uint2(w[0], w[1]);
 #elif BC_VEC == 4

@@ -80,13 +80,9 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
     float f[BC_VEC];
     bc_unpack16(v[p], f);
     u32 w[(BC_VEC + 3) / 4];
+    bc_encode_scaled(f, scale, w);
 #pragma unroll
-    for (int j = 0; j < BC_VEC; j += 2) {
-      u32 q = bc_encode2(__fmul_rn(f[j], scale), __fmul_rn(f[j + 1], scale));
-      codes[vc + j][tr ^ BC_SWZ(vc + j)] = (u8)q;
-      codes[vc + j + 1][tr ^ BC_SWZ(vc + j + 1)] = (u8)(q >> 8);
-      if ((j & 3) == 0) w[j >> 2] = q; else w[j >> 2] |= q << 16;
-    }
+    for (int j = 0; j < BC_VEC; j++) codes[vc + j][tr ^ BC_SWZ(vc + j)] = (u8)(w[j >> 2] >> (8 * (j & 3)));
 #if BC_ROWWISE
     const i64 r = r0 + tr;
     u8 *dst = row_out + r * cols + c0 + vc;
