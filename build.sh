@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # blockcast's one entry point.
 #   ./build.sh          install missing Debian packages (as root), generate, compile, build
-#   ./build.sh test     build if needed, then run the TAP suite with prove
+#   ./build.sh test     build if needed, then run the TAP suite with prove, then the CPU tier again
+#                       built with AddressSanitizer + UndefinedBehaviorSanitizer (build/asan)
+#   ./build.sh fuzz S   build the libFuzzer targets (clang, build/fuzz) and run each for S seconds
 # Environment: CUDA_HOME (default /usr/local/cuda), JOBS (default: nproc), BUILD_DIR (default build).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -9,12 +11,18 @@ cd "$(dirname "$0")"
 cmd=${1:-build}
 case "$cmd" in
   build|test) ;;
-  -h|--help) sed -n '2,5p' "$0"; exit 0 ;;
-  *) echo "build.sh: unknown command '$cmd'; expected nothing (build) or 'test'" >&2; exit 2 ;;
+  fuzz)
+    secs=${2:-}
+    case "$secs" in
+      ''|*[!0-9]*) echo "build.sh: fuzz needs a whole number of seconds per target, e.g. ./build.sh fuzz 30" >&2; exit 2 ;;
+    esac ;;
+  -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+  *) echo "build.sh: unknown command '$cmd'; expected nothing (build), 'test' or 'fuzz SECONDS'" >&2; exit 2 ;;
 esac
 
 # ---- dependencies ----------------------------------------------------------------------------
-pkgs=(lua5.4 liblua5.4-dev make gcc libc6-dev perl)
+pkgs=(lua5.4 liblua5.4-dev make gcc libc6-dev perl binutils)
+[ "$cmd" = fuzz ] && pkgs+=(clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -55,9 +63,40 @@ if [ ! -f "$B/.configured" ]; then
   echo "cuda: $CUDA_HOME; nccl.h: ${nccl_h:-not found (the collectives will be unavailable)}"
   mkdir -p "$B" && touch "$B/.configured"
 fi
-make --no-print-directory -f runtime/build.mk -j"$JOBS" B="$B" CUDA_HOME="$CUDA_HOME" JOBS="$JOBS" all
+mk() { make --no-print-directory -f runtime/build.mk -j"$JOBS" CUDA_HOME="$CUDA_HOME" JOBS="$JOBS" "$@"; }
+mk B="$B" all
 [ "$cmd" = build ] && { echo "build: done ($B/lib/libblockcast.{a,so}, $B/bin/blockcast)"; exit 0; }
+
+SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=99 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+# ---- fuzz ------------------------------------------------------------------------------------
+if [ "$cmd" = fuzz ]; then
+  F="$B/fuzz"
+  mk B="$F" CC=clang SAN_FLAGS="$SAN -fsanitize=fuzzer-no-link" AOT_BLOB="$B/aot/kernels.bcar" fuzz
+  status=0
+  for t in spec args aot; do
+    work="$F/corpus/$t"; art="$F/crashes/$t"
+    mkdir -p "$work" "$art"
+    echo "fuzz $t: ${secs}s (corpus tests/fuzz/corpus/$t, new inputs in $work)"
+    if ! "$F/fuzz/fuzz_$t" -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
+         -artifact_prefix="$art/" "$work" "tests/fuzz/corpus/$t" > "$F/fuzz_$t.log" 2>&1; then
+      echo "fuzz $t: FAILED; the input is in $art/ (add it to tests/fuzz/corpus/$t as a regression); log: $F/fuzz_$t.log" >&2
+      tail -30 "$F/fuzz_$t.log" >&2
+      status=1
+    else
+      grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$F/fuzz_$t.log" | tr '\n' ' '; echo
+    fi
+  done
+  exit $status
+fi
 
 # ---- test ------------------------------------------------------------------------------------
 export BC_BUILD="$B"
 prove --timer -j "$JOBS" "$B"/tests/*.t
+
+# the CPU tier again under AddressSanitizer + UndefinedBehaviorSanitizer (leak checking on)
+A="$B/asan"
+mk B="$A" SAN_FLAGS="$SAN" AOT_BLOB="$B/aot/kernels.bcar" san
+echo "sanitizer tier ($A): ASan + UBSan + LeakSanitizer"
+BC_BUILD="$A" prove --timer -j "$JOBS" "$A"/tests/*.t

@@ -15,15 +15,19 @@ static int rd(const unsigned char **p, const unsigned char *end, void *dst, size
   return 1;
 }
 
-bc_status bci_aot_index(bc_ctx *ctx) {
-  if (ctx->aot_indexed) return BC_OK;
-  const unsigned char *p = bci_aot_blob, *end = bci_aot_blob_end;
-  ctx->aot_indexed = 1;
+bc_status bci_aot_parse(bc_ctx *ctx, const unsigned char *p, const unsigned char *end, bci_aot_entry **out,
+                        size_t *count_out) {
+  *out = NULL;
+  *count_out = 0;
   if (end - p == 0) return BC_OK; /* built without AOT kernels */
   char magic[8];
   uint32_t count;
   if (!rd(&p, end, magic, 8) || memcmp(magic, MAGIC, 8) != 0 || !rd(&p, end, &count, 4))
-    return bci_fail(ctx, BC_ERR_INTERNAL, "the embedded AOT archive has a bad header; rebuild with ./build.sh");
+    return bci_fail(ctx, BC_ERR_INTERNAL, "the AOT archive has a bad header (expected %s); rebuild with ./build.sh", MAGIC);
+  /* every entry takes at least 2 + 1 + 2 + 1 + 65 + 32 + 8 + 32 bytes: a count the data cannot hold is corrupt */
+  if (count > (size_t)(end - p) / 143)
+    return bci_fail(ctx, BC_ERR_INTERNAL, "the AOT archive claims %u entries in %zu bytes; it is corrupt, rebuild with ./build.sh",
+                    count, (size_t)(end - p));
   bci_aot_entry *es = calloc(count ? count : 1, sizeof *es);
   if (!es) return bci_fail(ctx, BC_ERR_NOMEM, "out of memory");
   for (uint32_t i = 0; i < count; i++) {
@@ -43,7 +47,7 @@ bc_status bci_aot_index(bc_ctx *ctx) {
     if ((size_t)(end - p) < 65) goto bad;
     p += 65;
     if (!rd(&p, end, l, sizeof l) || !rd(&p, end, &size, 8)) goto bad;
-    if ((size_t)(end - p) < 32 + size) goto bad;
+    if ((size_t)(end - p) < 32 || (size_t)(end - p) - 32 < size) goto bad;
     /* names are stored NUL-terminated (nl includes the NUL) */
     if (nl == 0 || name[nl - 1] || al == 0 || arch[al - 1] || hash[64]) goto bad;
     es[i].name = (const char *)name;
@@ -54,12 +58,18 @@ bc_status bci_aot_index(bc_ctx *ctx) {
     es[i].data = p + 32; /* sha256 first, then the payload */
     p += 32 + size;
   }
-  ctx->aot = es;
-  ctx->naot = count;
+  *out = es;
+  *count_out = count;
   return BC_OK;
 bad:
   free(es);
-  return bci_fail(ctx, BC_ERR_INTERNAL, "the embedded AOT archive is truncated or corrupt; rebuild with ./build.sh");
+  return bci_fail(ctx, BC_ERR_INTERNAL, "the AOT archive is truncated or corrupt; rebuild with ./build.sh");
+}
+
+bc_status bci_aot_index(bc_ctx *ctx) {
+  if (ctx->aot_indexed) return BC_OK;
+  ctx->aot_indexed = 1;
+  return bci_aot_parse(ctx, bci_aot_blob, bci_aot_blob_end, &ctx->aot, &ctx->naot);
 }
 
 const bci_aot_entry *bci_aot_find(bc_ctx *ctx, const char *name, const char *arch) {

@@ -107,6 +107,9 @@ typedef struct bci_aot_entry {
   size_t size;
 } bci_aot_entry;
 BCI_HIDDEN bc_status bci_aot_index(bc_ctx *ctx);
+/* Parse an archive in [p, end); *out (malloc'ed) points into it. Bad data -> an error, never a crash. */
+BCI_HIDDEN bc_status bci_aot_parse(bc_ctx *ctx, const unsigned char *p, const unsigned char *end, bci_aot_entry **out,
+                                   size_t *count);
 BCI_HIDDEN const bci_aot_entry *bci_aot_find(bc_ctx *ctx, const char *name, const char *arch);
 BCI_HIDDEN size_t bci_aot_count(bc_ctx *ctx);
 BCI_HIDDEN const bci_aot_entry *bci_aot_at(bc_ctx *ctx, size_t i);

@@ -11,11 +11,13 @@ LUA_LIB    ?= /usr/lib/x86_64-linux-gnu/liblua5.4.a
 AOT_ARCHS  ?= sm_90 sm_100a
 JOBS       ?= 2
 CC         ?= gcc
+SAN_FLAGS  ?=
+AOT_BLOB   ?= $(B)/aot/kernels.bcar
 
 CFLAGS_COMMON = -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Wno-unused-parameter -ffp-contract=off \
                 -Iruntime/include -Iruntime -I$(CUDA_HOME)/include -I$(LUA_INC)
-LIB_CFLAGS  = $(CFLAGS_COMMON) -fPIC -fvisibility=hidden
-TEST_CFLAGS = $(CFLAGS_COMMON) -Itests
+LIB_CFLAGS  = $(CFLAGS_COMMON) -fPIC -fvisibility=hidden $(SAN_FLAGS)
+TEST_CFLAGS = $(CFLAGS_COMMON) -Itests $(SAN_FLAGS)
 SYSLIBS     = -ldl -lm -lpthread
 TEST_LDFLAGS = -rdynamic
 CUDART      = $(CUDA_HOME)/lib64/libcudart_static.a -lrt
@@ -30,11 +32,18 @@ TEST_BINS  = $(TEST_SRCS:tests/%.c=$(B)/tests/%.t)
 TEST_SH    = $(sort $(wildcard tests/[0-9][0-9]-*.sh))
 TEST_SHT   = $(TEST_SH:tests/%.sh=$(B)/tests/%.t)
 BENCH_SRCS = $(wildcard tests/bench/*.c)
+FUZZ_BINS  = $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 BENCH_BINS = $(BENCH_SRCS:tests/bench/%.c=$(B)/bench/%)
 
 all: $(B)/lib/libblockcast.a $(B)/lib/libblockcast.so $(B)/bin/blockcast $(TEST_BINS) $(TEST_SHT) $(BENCH_BINS)
 
-$(B)/obj $(B)/gen $(B)/stage0 $(B)/aot $(B)/lib $(B)/bin $(B)/tests $(B)/bench:
+# the sanitizer tier (SAN_FLAGS set, AOT_BLOB from the main build): library and C tests only
+san: $(B)/lib/libblockcast.a $(TEST_BINS)
+
+# fuzz targets (CC=clang, SAN_FLAGS with fuzzer-no-link)
+fuzz: $(FUZZ_BINS)
+
+$(B)/obj $(B)/gen $(B)/stage0 $(B)/aot $(B)/lib $(B)/bin $(B)/tests $(B)/bench $(B)/fuzz:
 	@mkdir -p $@
 
 $(B)/gen/embed.c: $(EMBED_IN) gen/embed.lua | $(B)/gen
@@ -56,13 +65,13 @@ $(B)/obj/aot_empty.o: runtime/aot.S.in | $(B)/obj
 
 # stage 0: the CLI without AOT kernels, used to generate and compile them
 $(B)/stage0/blockcast: $(LIB_OBJS) $(B)/obj/aot_empty.o $(B)/obj/cli.o | $(B)/stage0
-	@$(CC) -o $@ $(B)/obj/cli.o $(LIB_OBJS) $(B)/obj/aot_empty.o $(LUA_LIB) $(SYSLIBS)
+	@$(CC) $(SAN_FLAGS) -o $@ $(B)/obj/cli.o $(LIB_OBJS) $(B)/obj/aot_empty.o $(LUA_LIB) $(SYSLIBS)
 
 $(B)/aot/kernels.bcar: $(B)/stage0/blockcast | $(B)/aot
 	@$(B)/stage0/blockcast aot --out $@ --objdir $(B)/aot/obj $(AOT_ARCHS:%=--arch %) -j $(JOBS)
 
-$(B)/obj/aot.o: runtime/aot.S.in $(B)/aot/kernels.bcar | $(B)/obj
-	@sed -e 's|@INCBIN@|	.incbin "$(abspath $(B)/aot/kernels.bcar)"|' $< > $(B)/obj/aot.S
+$(B)/obj/aot.o: runtime/aot.S.in $(AOT_BLOB) | $(B)/obj
+	@sed -e 's|@INCBIN@|	.incbin "$(abspath $(AOT_BLOB))"|' $< > $(B)/obj/aot.S
 	@$(CC) -c $(B)/obj/aot.S -o $@
 
 # the static library carries Lua's objects, so users link only -lblockcast -ldl -lm -lpthread
@@ -79,10 +88,10 @@ $(B)/lib/libblockcast.so: $(LIB_OBJS) $(B)/obj/aot.o $(B)/obj/bc_lua_shim.o runt
 	@echo "built $@"
 
 $(B)/bin/blockcast: $(B)/obj/cli.o $(B)/lib/libblockcast.a | $(B)/bin
-	@$(CC) -o $@ $(B)/obj/cli.o $(B)/lib/libblockcast.a $(SYSLIBS)
+	@$(CC) $(SAN_FLAGS) -o $@ $(B)/obj/cli.o $(B)/lib/libblockcast.a $(SYSLIBS)
 	@echo "built $@"
 
-$(B)/tests/%.t: tests/%.c tests/tap.h tests/gpu.h $(B)/lib/libblockcast.a | $(B)/tests
+$(B)/tests/%.t: tests/%.c tests/tap.h tests/gpu.h tests/fuzz/targets.h $(B)/lib/libblockcast.a | $(B)/tests
 	@$(CC) $(TEST_CFLAGS) $(TEST_LDFLAGS) -o $@ $< $(B)/lib/libblockcast.a $(CUDART) $(SYSLIBS)
 
 $(B)/tests/%.t: tests/%.sh | $(B)/tests
@@ -91,5 +100,9 @@ $(B)/tests/%.t: tests/%.sh | $(B)/tests
 $(B)/bench/%: tests/bench/%.c tests/gpu.h $(B)/lib/libblockcast.a | $(B)/bench
 	@$(CC) $(TEST_CFLAGS) $(TEST_LDFLAGS) -o $@ $< $(B)/lib/libblockcast.a $(CUDART) $(SYSLIBS)
 
-.PHONY: all
+$(B)/fuzz/%: tests/fuzz/%.c tests/fuzz/targets.h $(B)/lib/libblockcast.a | $(B)/fuzz
+	@$(CC) $(TEST_CFLAGS) -Itests/fuzz -fsanitize=fuzzer -o $@ $< $(B)/lib/libblockcast.a $(SYSLIBS)
+	@echo "built $@"
+
+.PHONY: all san fuzz
 .DELETE_ON_ERROR:

@@ -3,6 +3,7 @@
  * specs/elements.lua, for all 2^32 fp32 inputs; and a sample of inputs agrees with the CPU
  * reference encode. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bc_internal.h"
@@ -25,7 +26,8 @@ int main(void) {
     unsigned long long *bad = dmalloc(8);
     uint32_t *ex = dmalloc(3 * 16 * 4);
     CK(cudaMemset(bad, 0, 8));
-    unsigned long long first = 0, count = 1ull << 32;
+    /* BC_TEST_QUICK=1 (the compute-sanitizer run): the first 2^24 inputs only */
+    unsigned long long first = 0, count = getenv("BC_TEST_QUICK") ? 1ull << 24 : 1ull << 32;
     int maxex = 16;
     void *params[] = { &first, &count, &bad, &ex, &maxex };
     s = bci_kernel_launch(ctx, k, 132 * 16, 1, 1, (unsigned)k->launch.threads, NULL, params);
@@ -34,7 +36,7 @@ int main(void) {
     uint32_t hex[48];
     CK(cudaMemcpy(&nbad, bad, 8, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(hex, ex, sizeof hex, cudaMemcpyDeviceToHost));
-    ok(s == BC_OK && nbad == 0, "%s: hardware cvt == generic encode for all 2^32 fp32 inputs, and hardware decode == generic decode for all code pairs (%llu differ)", elems[i], nbad);
+    ok(s == BC_OK && nbad == 0, "%s: hardware cvt == generic encode for %llu fp32 inputs, and hardware decode == generic decode for all code pairs (%llu differ)", elems[i], count, nbad);
     for (unsigned long long j = 0; j < nbad && j < 16; j++)
       diag("  input 0x%08X: generic 0x%02X, hardware 0x%02X", hex[3 * j], hex[3 * j + 1], hex[3 * j + 2]);
     cudaFree(bad);

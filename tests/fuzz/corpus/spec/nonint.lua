@@ -1,0 +1,1 @@
+block = { rows = 1, cols = 12.5 }

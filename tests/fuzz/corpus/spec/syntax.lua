@@ -1,0 +1,1 @@
+scale = { type = "fp32",, }

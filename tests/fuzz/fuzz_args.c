@@ -1,0 +1,4 @@
+/* libFuzzer driver for the 'args' target (tests/fuzz/targets.h). */
+#include "targets.h"
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { return fuzz_args_one(data, size); }

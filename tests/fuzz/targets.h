@@ -1,0 +1,184 @@
+/* tests/fuzz/targets.h: the fuzz targets, shared by the libFuzzer drivers (fuzz_*.c, built by
+ * `./build.sh fuzz`) and the corpus replay test (tests/13-fuzz-corpus.c, in every tier).
+ *   spec: arbitrary bytes as a spec file -> loader, validator, and the generator when it loads
+ *   args: bytes decoded into calls of every public entry point with fuzzed shapes, strides,
+ *         dtypes, pointers, formats, names and values (host pointers only: no device memory)
+ *   aot:  bytes as an AOT kernel archive -> the archive reader
+ * Each returns 0; a bug shows as a crash, a sanitizer report, or abort() on a broken invariant
+ * (a failed call must leave a message). Run without a GPU driver: valid GPU calls then stop at
+ * BC_ERR_UNAVAILABLE before touching memory. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bc_internal.h"
+
+static inline bc_ctx *fz_ctx(void) {
+  static bc_ctx *ctx;
+  static unsigned uses;
+  if (ctx && ++uses % 512 == 0) { /* formats loaded by the spec target accumulate: start over now and then */
+    bc_ctx_destroy(ctx);
+    ctx = NULL;
+  }
+  if (!ctx && bc_ctx_create(&ctx, NULL, 0) != BC_OK) abort();
+  return ctx;
+}
+
+static inline void fz_expect_message(bc_ctx *ctx, bc_status s) {
+  if (s != BC_OK && bc_last_error(ctx)[0] == 0) abort();
+}
+
+static inline int fuzz_spec_one(const uint8_t *d, size_t n) {
+  bc_ctx *ctx = fz_ctx();
+  const bc_format *f = NULL;
+  pthread_mutex_lock(&ctx->lock);
+  bc_status s = bci_lua_load_spec(ctx, "fuzz.lua", (const char *)d, n, &f);
+  pthread_mutex_unlock(&ctx->lock);
+  fz_expect_message(ctx, s);
+  if (s == BC_OK) {
+    char name[160];
+    snprintf(name, sizeof name, "bc_quantize_%s__bf16__rowcol", f->name);
+    char *src = NULL;
+    s = bc_kernel_source(ctx, name, "sm_90", &src, NULL);
+    fz_expect_message(ctx, s);
+    free(src);
+  }
+  return 0;
+}
+
+typedef struct fz_reader {
+  const uint8_t *p;
+  size_t n;
+} fz_reader;
+
+static inline uint64_t fz_u64(fz_reader *r, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; i++) {
+    v = v << 8 | (r->n ? *r->p : 0);
+    if (r->n) { r->p++; r->n--; }
+  }
+  return v;
+}
+
+/* interesting int64 values for shapes and strides */
+static inline int64_t fz_dim(fz_reader *r) {
+  static const int64_t special[] = { 0, 1, 2, 3, 7, 16, 17, 127, 128, 129, -1, -128, INT64_MAX, INT64_MIN,
+                                     (int64_t)1 << 31, (int64_t)1 << 32, (int64_t)1 << 40, (int64_t)1 << 50,
+                                     ((int64_t)1 << 50) + 1, INT64_MAX / 2 };
+  uint64_t sel = fz_u64(r, 1);
+  if (sel < 200) return (int64_t)(sel % 64);
+  if (sel < 240) return special[sel % (sizeof special / sizeof *special)];
+  return (int64_t)fz_u64(r, 8);
+}
+
+static inline void *fz_ptr(fz_reader *r, void *good) {
+  switch (fz_u64(r, 1) % 4) {
+  case 0: return NULL;
+  case 1: return (char *)good + 1; /* misaligned */
+  default: return good;
+  }
+}
+
+static inline int fuzz_args_one(const uint8_t *d, size_t n) {
+  static _Alignas(64) unsigned char host[1 << 16]; /* stands in for memory; never used as device memory */
+  bc_ctx *ctx = fz_ctx();
+  fz_reader r = { d, n };
+  const bc_format *fmts[3] = { NULL, bc_format_at(ctx, 0), bc_format_at(ctx, 1) };
+  bc_format bogus;
+  memset(&bogus, 0, sizeof bogus);
+  for (int iter = 0; iter < 8 && r.n; iter++) {
+    unsigned op = (unsigned)fz_u64(&r, 1) % 12;
+    bc_tensor x = { fz_ptr(&r, host), (bc_dtype)((int)fz_u64(&r, 1) % 5 - 1), fz_dim(&r), fz_dim(&r), fz_dim(&r) };
+    unsigned fsel = (unsigned)fz_u64(&r, 1) % 4;
+    const bc_format *fmt = fsel < 3 ? fmts[fsel] : &bogus;
+    bc_qtensor q = { fmt, fz_dim(&r), fz_dim(&r), fz_ptr(&r, host + 4096), fz_ptr(&r, host + 8192),
+                     fz_ptr(&r, host + 12288), fz_ptr(&r, host + 16384), fz_ptr(&r, host + 20480),
+                     fz_ptr(&r, host + 24576) };
+    char str[64];
+    size_t sl = fz_u64(&r, 1) % sizeof str;
+    for (size_t i = 0; i < sl; i++) str[i] = (char)fz_u64(&r, 1);
+    str[sl] = 0;
+    bc_status s = BC_OK;
+    switch (op) {
+    case 0: s = bc_amax(ctx, &x, fz_ptr(&r, host + 32768), NULL); break;
+    case 1: s = bc_quantize(ctx, &x, &q, NULL); break;
+    case 2: s = bc_quantize_cast(ctx, &x, &q, NULL); break;
+    case 3: s = bc_dequantize(ctx, &q, (bc_direction)fz_u64(&r, 1), &x, NULL); break;
+    case 4: s = bc_compute_scale(ctx, fmt, fz_ptr(&r, host), fz_ptr(&r, host + 4), fz_ptr(&r, host + 8), NULL); break;
+    case 5: {
+      size_t a, b;
+      s = bc_qtensor_sizes(ctx, fmt, q.rows, q.cols, (bc_direction)fz_u64(&r, 1), &a, &b);
+      break;
+    }
+    case 6: {
+      const bc_format *g;
+      s = bc_format_get(ctx, sl ? str : NULL, &g);
+      break;
+    }
+    case 7: {
+      char *src = NULL;
+      s = bc_kernel_source(ctx, str, (fz_u64(&r, 1) & 1) ? "sm_90" : str, &src, NULL);
+      free(src);
+      break;
+    }
+    case 8: {
+      float v;
+      uint32_t bits = (uint32_t)fz_u64(&r, 4);
+      memcpy(&v, &bits, 4);
+      uint8_t code;
+      float back, sc, si;
+      s = bc_ref_encode(ctx, fmt, v, &code);
+      if (s == BC_OK) s = bc_ref_decode(ctx, fmt, code, &back);
+      if (s == BC_OK) s = bc_ref_scale(ctx, fmt, v, &sc, &si);
+      break;
+    }
+    case 9: {
+      /* host reference with buffers sized from the shape when it is small and valid */
+      if (x.rows > 0 && x.cols > 0 && x.rows <= 64 && x.cols <= 64 && x.row_stride >= 0 && x.row_stride <= 64) {
+        x.data = host;
+        x.dtype = (bc_dtype)(fz_u64(&r, 1) % 3);
+        for (size_t i = 0; i < 4096 * 4 && r.n; i++) host[i] = (unsigned char)fz_u64(&r, 1);
+        float fl[4] = { 0 };
+        bc_qtensor hq = { fmt, x.rows, x.cols, host + 20000, &fl[0], (fz_u64(&r, 1) & 1) ? host + 30000 : NULL, &fl[1], &fl[2], &fl[3] };
+        s = bc_ref_quantize(ctx, &x, &hq);
+        if (s == BC_OK) {
+          bc_tensor o = { host + 40000, (bc_dtype)(fz_u64(&r, 1) % 3), x.rows, x.cols, 0 };
+          s = bc_ref_dequantize(ctx, &hq, BC_ROWWISE, &o);
+        }
+      }
+      break;
+    }
+    case 10: s = bc_ref_amax(ctx, &x, NULL); break;
+    default: {
+      bc_format_info info;
+      s = bc_format_get_info(ctx, fmt, &info);
+      break;
+    }
+    }
+    fz_expect_message(ctx, s);
+  }
+  return 0;
+}
+
+static inline int fuzz_aot_one(const uint8_t *d, size_t n) {
+  bc_ctx *ctx = fz_ctx();
+  /* copy so that reads past the end are caught by the sanitizers */
+  unsigned char *buf = malloc(n ? n : 1);
+  if (!buf) return 0;
+  memcpy(buf, d, n);
+  bci_aot_entry *es;
+  size_t count;
+  bc_status s = bci_aot_parse(ctx, buf, buf + n, &es, &count);
+  fz_expect_message(ctx, s);
+  if (s == BC_OK) {
+    for (size_t i = 0; i < count; i++) {
+      volatile size_t sum = strlen(es[i].name) + strlen(es[i].arch) + strlen(es[i].spec_hash);
+      const unsigned char *data = es[i].data;
+      for (size_t k = 0; k < es[i].size; k++) sum += data[k];
+      (void)sum;
+    }
+    free(es);
+  }
+  free(buf);
+  return 0;
+}
