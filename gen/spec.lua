@@ -10,6 +10,9 @@ local M = {}
 
 local INSTRUCTION_BUDGET = 10000000
 
+-- a key as a Lua pattern that matches it literally
+local function lit(k) return (string.gsub(k, "%p", "%%%0")) end
+
 -------------------------------------------------------------------------------
 -- errors
 -------------------------------------------------------------------------------
@@ -59,7 +62,7 @@ local function line_of(src, path)
   local at = src.assigned[top]
   if not at then
     for i, l in ipairs(lines) do
-      if l:match("^%s*" .. top .. "%s*=") then at = i; break end
+      if l:match("^%s*" .. lit(top) .. "%s*=") then at = i; break end
     end
   end
   if not at then return nil end
@@ -69,7 +72,7 @@ local function line_of(src, path)
     local found
     for i = at, #lines do
       local l = lines[i]:gsub("%-%-.*$", "")
-      if l:match("%f[%w_]" .. key .. "%s*=") then found = i; break end
+      if l:match("%f[%w_]" .. lit(key) .. "%s*=") then found = i; break end
     end
     if not found then break end
     at = found
@@ -121,7 +124,7 @@ function M.load_chunk(file, text)
       -- the line of the statement's start, when the text shows it
       local start = line
       for i = line, 1, -1 do
-        if src.lines[i] and src.lines[i]:match("^%s*" .. k .. "%s*=") then start = i; break end
+        if src.lines[i] and string.match(src.lines[i], "^%s*" .. lit(k) .. "%s*=") then start = i; break end
       end
       src.assigned[k] = start
       fields[k] = v
@@ -137,10 +140,25 @@ function M.load_chunk(file, text)
   debug.sethook(co, function()
     fail(string.format("%s: the spec ran more than %d instructions; a spec is data, not a program", file, INSTRUCTION_BUDGET))
   end, "", INSTRUCTION_BUDGET)
+  -- String methods run in C, out of reach of the instruction budget (("").rep(s, 2^62) would spin
+  -- for ever): while the spec runs, strings have none. The code above and below uses string.*.
+  local string_mt = getmetatable("")
+  local string_index = string_mt.__index
+  string_mt.__index = function(_, k)
+    local info = debug.getinfo(2, "l")
+    fail(string.format("%s:%d: string methods (:%s) are not available in a spec: specs are data only",
+      file, info and info.currentline or 0, tostring(k)))
+  end
   local ok, ret = coroutine.resume(co)
+  string_mt.__index = string_index
   if not ok then
     if M.is_spec_error(ret) then error(ret, 0) end
-    fail(string.format("%s", tostring(ret)))
+    local msg = tostring(ret)
+    if msg == "not enough memory" then
+      msg = "not enough memory: the spec exceeded the generator's memory limit; a spec is data, not a program"
+    end
+    if string.sub(msg, 1, #file) ~= file then msg = file .. ": " .. msg end
+    fail(msg)
   end
   if coroutine.status(co) ~= "dead" then
     fail(string.format("%s: the spec yielded; a spec is data, not a program", file))

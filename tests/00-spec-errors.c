@@ -92,6 +92,15 @@ int main(void) {
   CASE(load_with(ctx, 4, "block = string.rep('x', 3)"), BC_ERR_SPEC, "reading a global");
   is_str_has(bc_last_error(ctx), "'string' is not available in a spec", "globals are not readable");
 
+  CASE(load_with(ctx, 4, "block = (\"\"):rep(1 << 62)"), BC_ERR_SPEC, "a string method (C code the instruction budget cannot stop)");
+  snprintf(want, sizeof want, "%s:4: string methods (:rep) are not available in a spec", path);
+  is_str_has(bc_last_error(ctx), want, "string methods: refused, with the line");
+
+  CASE(load_with(ctx, 4, "local s = \"x\"\nfor i = 1, 40 do s = s .. s end\nblock = s"), BC_ERR_SPEC, "a spec allocating without bound");
+  snprintf(want, sizeof want, "%s: not enough memory: the spec exceeded the generator's memory limit", path);
+  is_str_has(bc_last_error(ctx), want, "memory: capped and reported");
+  is_int(bc_format_get(ctx, "fp8_e4m3_tensor", &f), BC_OK, "and the context still works after it");
+
   CASE(load_with(ctx, 4, "block = \"tensor\"\nwhile true do end"), BC_ERR_SPEC, "endless loop");
   is_str_has(bc_last_error(ctx), "instructions", "endless loop: instruction budget");
 

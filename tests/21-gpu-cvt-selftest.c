@@ -26,6 +26,7 @@ int main(void) {
     unsigned long long *bad = dmalloc(8);
     uint32_t *ex = dmalloc(3 * 16 * 4);
     CK(cudaMemset(bad, 0, 8));
+    CK(cudaMemset(ex, 0, 3 * 16 * 4));
     /* BC_TEST_QUICK=1 (the compute-sanitizer run): the first 2^24 inputs only */
     unsigned long long first = 0, count = getenv("BC_TEST_QUICK") ? 1ull << 24 : 1ull << 32;
     int maxex = 16;
