@@ -6,7 +6,7 @@
 
 #include "bc_internal.h"
 
-#define MAGIC "BCAOT002"
+#define MAGIC "BCAOT003"
 
 static int rd(const unsigned char **p, const unsigned char *end, void *dst, size_t n) {
   if ((size_t)(end - *p) < n) return 0;
@@ -24,8 +24,8 @@ bc_status bci_aot_parse(bc_ctx *ctx, const unsigned char *p, const unsigned char
   uint32_t count;
   if (!rd(&p, end, magic, 8) || memcmp(magic, MAGIC, 8) != 0 || !rd(&p, end, &count, 4))
     return bci_fail(ctx, BC_ERR_INTERNAL, "the AOT archive has a bad header (expected %s); rebuild with ./build.sh", MAGIC);
-  /* every entry takes at least 2 + 1 + 2 + 1 + 65 + 32 + 8 + 32 bytes: a count the data cannot hold is corrupt */
-  if (count > (size_t)(end - p) / 143)
+  /* every entry takes at least 2 + 1 + 2 + 1 + 65 + 65 + 32 + 8 + 32 bytes: a count the data cannot hold is corrupt */
+  if (count > (size_t)(end - p) / 208)
     return bci_fail(ctx, BC_ERR_INTERNAL, "the AOT archive claims %u entries in %zu bytes; it is corrupt, rebuild with ./build.sh",
                     count, (size_t)(end - p));
   bci_aot_entry *es = calloc(count ? count : 1, sizeof *es);
@@ -34,7 +34,7 @@ bc_status bci_aot_parse(bc_ctx *ctx, const unsigned char *p, const unsigned char
     uint16_t nl, al;
     int32_t l[8];
     uint64_t size;
-    const unsigned char *name, *arch, *hash;
+    const unsigned char *name, *arch, *hash, *key;
     if (!rd(&p, end, &nl, 2)) goto bad;
     name = p;
     if ((size_t)(end - p) < nl) goto bad;
@@ -44,15 +44,18 @@ bc_status bci_aot_parse(bc_ctx *ctx, const unsigned char *p, const unsigned char
     if ((size_t)(end - p) < al) goto bad;
     p += al;
     hash = p;
-    if ((size_t)(end - p) < 65) goto bad;
+    if ((size_t)(end - p) < 130) goto bad;
+    p += 65;
+    key = p;
     p += 65;
     if (!rd(&p, end, l, sizeof l) || !rd(&p, end, &size, 8)) goto bad;
     if ((size_t)(end - p) < 32 || (size_t)(end - p) - 32 < size) goto bad;
     /* names are stored NUL-terminated (nl includes the NUL) */
-    if (nl == 0 || name[nl - 1] || al == 0 || arch[al - 1] || hash[64]) goto bad;
+    if (nl == 0 || name[nl - 1] || al == 0 || arch[al - 1] || hash[64] || key[64]) goto bad;
     es[i].name = (const char *)name;
     es[i].arch = (const char *)arch;
     es[i].spec_hash = (const char *)hash;
+    es[i].key = (const char *)key;
     es[i].launch = (bci_launch){ l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7] };
     es[i].size = size;
     es[i].data = p + 32; /* sha256 first, then the payload */

@@ -109,6 +109,8 @@ static void load_nvrtc(void) {
   SYM(GetCUBIN, "nvrtcGetCUBIN");
   SYM(GetPTXSize, "nvrtcGetPTXSize");
   SYM(GetPTX, "nvrtcGetPTX");
+  SYM(GetNumSupportedArchs, "nvrtcGetNumSupportedArchs");
+  SYM(GetSupportedArchs, "nvrtcGetSupportedArchs");
 #undef SYM
   nvrtc_ok = 1;
 }

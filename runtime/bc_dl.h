@@ -35,6 +35,8 @@ typedef struct bci_nvrtc_api {
   __typeof__(nvrtcGetCUBIN) *GetCUBIN;
   __typeof__(nvrtcGetPTXSize) *GetPTXSize;
   __typeof__(nvrtcGetPTX) *GetPTX;
+  __typeof__(nvrtcGetNumSupportedArchs) *GetNumSupportedArchs;
+  __typeof__(nvrtcGetSupportedArchs) *GetSupportedArchs;
 } bci_nvrtc_api;
 
 extern bci_cuda_api bci_cu __attribute__((visibility("hidden")));

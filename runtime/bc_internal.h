@@ -70,7 +70,26 @@ BCI_HIDDEN bc_status bci_nvrtc_load(bc_ctx *ctx);
 BCI_HIDDEN bc_status bci_cuda_device(bc_ctx *ctx, char arch[16], int *sm_count);
 BCI_HIDDEN bc_status bci_cuda_memset32(bc_ctx *ctx, void *dptr, uint32_t value, size_t count, void *stream);
 
+/* ---- disk cache (bc_cache.c) ---- */
+BCI_HIDDEN bc_status bci_cache_dir(bc_ctx *ctx, char *out, size_t n);
+BCI_HIDDEN void bci_cache_key(const char *src, size_t len, const char *const *opts, int nopts, const char *compiler,
+                              char out[65]);
+BCI_HIDDEN int bci_cache_read(bc_ctx *ctx, const char *key, void **out, size_t *len);
+BCI_HIDDEN void bci_cache_write(bc_ctx *ctx, const char *key, const void *data, size_t len);
+BCI_HIDDEN size_t bci_cache_scan(const char *dir, size_t *files, uint64_t *bytes, uint64_t cap);
+BCI_HIDDEN uint64_t bci_cache_cap(void);
+
 /* ---- NVRTC (bc_jit.c) ---- */
+#define BCI_NVRTC_NOPTS 5
+/* The NVRTC target for a device arch: the arch itself when NVRTC knows it, else PTX
+ * (compute_XX) for the newest arch NVRTC knows. */
+BCI_HIDDEN bc_status bci_jit_target(bc_ctx *ctx, const char *device_arch, char target[24]);
+BCI_HIDDEN void bci_nvrtc_options(const char *target, char archopt[64], const char *opts[BCI_NVRTC_NOPTS]);
+/* "nvrtc 13.0 archs sm_75 ... sm_120" */
+BCI_HIDDEN bc_status bci_nvrtc_fingerprint(bc_ctx *ctx, char *out, size_t n);
+/* generate + cache or compile: the image of kernel `name` for NVRTC target `target` */
+BCI_HIDDEN bc_status bci_kernel_image(bc_ctx *ctx, const char *name, const char *target, void **image, size_t *len,
+                                      bci_launch *launch);
 BCI_HIDDEN bc_status bci_nvrtc_compile(bc_ctx *ctx, const char *name, const char *src, const char *arch,
                                        void **out, size_t *out_len);
 BCI_HIDDEN bc_status bci_nvrtc_version(bc_ctx *ctx, int *major, int *minor);
@@ -96,12 +115,13 @@ extern const bci_embedded_file bci_embedded_files[];
 extern const size_t bci_embedded_count;
 
 /* ---- AOT archive (bc_aot.c) ---- */
-/* Archive: "BCAOT002", u32 count, entries { u32 name_len, name, u32 arch_len, arch,
- * char[65] spec hash, bci_launch (8 x i32), u64 size, u8[32] sha256, payload }. */
+/* Archive: "BCAOT003", u32 count, entries { u16 name_len, name, u16 arch_len, arch,
+ * char[65] spec hash, char[65] cache key, bci_launch (8 x i32), u64 size, u8[32] sha256, payload }. */
 typedef struct bci_aot_entry {
   const char *name;
   const char *arch;
   const char *spec_hash;
+  const char *key; /* the disk-cache key of the entry's source and options */
   bci_launch launch;
   const void *data;
   size_t size;

@@ -1,6 +1,9 @@
-/* bc_jit.c: compile generated CUDA C with NVRTC into a cubin for one arch.
- * A failed compile returns BC_ERR_NVRTC with the log, the options, numbered source lines
- * around each error, and the path of a dump of the full source. */
+/* bc_jit.c: compile generated CUDA C with NVRTC: a cubin for the device's exact arch, or PTX
+ * for the newest arch NVRTC knows when the device is newer than NVRTC. Generated sources
+ * include no headers (they are self-contained), so there is no include prelude to precompile.
+ * A failed compile returns BC_ERR_NVRTC with the log, the options, numbered source lines around
+ * each error, and the path of a dump of the full source. bci_kernel_image puts the disk cache
+ * (bc_cache.c) in front of NVRTC. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,15 +13,59 @@
 #include "bc_internal.h"
 #include "bc_dl.h"
 
-#define NOPTS 5
+#define NOPTS BCI_NVRTC_NOPTS
 
-static void build_options(const char *arch, char archopt[64], const char *opts[NOPTS]) {
-  snprintf(archopt, 64, "--gpu-architecture=%s", arch);
+void bci_nvrtc_options(const char *target, char archopt[64], const char *opts[NOPTS]) {
+  snprintf(archopt, 64, "--gpu-architecture=%s", target);
   opts[0] = archopt;
   opts[1] = "--std=c++17";
   opts[2] = "--fmad=false";
   opts[3] = "--no-cache";
   opts[4] = "--device-int128";
+}
+
+static void build_options(const char *arch, char archopt[64], const char *opts[NOPTS]) {
+  bci_nvrtc_options(arch, archopt, opts);
+}
+
+bc_status bci_nvrtc_fingerprint(bc_ctx *ctx, char *out, size_t n) {
+  bc_status s = bci_nvrtc_load(ctx);
+  if (s != BC_OK) return s;
+  int major = 0, minor = 0, na = 0;
+  bci_nvrtc.Version(&major, &minor);
+  snprintf(out, n, "nvrtc %d.%d archs", major, minor);
+  if (bci_nvrtc.GetNumSupportedArchs(&na) == NVRTC_SUCCESS && na > 0 && na < 256) {
+    int archs[256];
+    if (bci_nvrtc.GetSupportedArchs(archs) == NVRTC_SUCCESS)
+      for (int i = 0; i < na; i++) {
+        size_t l = strlen(out);
+        snprintf(out + l, n - l, " %d", archs[i]);
+      }
+  }
+  return BC_OK;
+}
+
+bc_status bci_jit_target(bc_ctx *ctx, const char *device_arch, char target[24]) {
+  bc_status s = bci_nvrtc_load(ctx);
+  if (s != BC_OK) return s;
+  int sm = atoi(device_arch + 3), na = 0, best = 0;
+  int archs[256];
+  if (bci_nvrtc.GetNumSupportedArchs(&na) != NVRTC_SUCCESS || na <= 0 || na > 256 ||
+      bci_nvrtc.GetSupportedArchs(archs) != NVRTC_SUCCESS)
+    return bci_fail(ctx, BC_ERR_NVRTC, "NVRTC could not list the architectures it supports");
+  for (int i = 0; i < na; i++) {
+    if (archs[i] == sm) {
+      snprintf(target, 24, "%s", device_arch);
+      return BC_OK;
+    }
+    if (archs[i] > best) best = archs[i];
+  }
+  if (sm > best) { /* a device newer than NVRTC: PTX for the newest arch it knows; the driver compiles it */
+    snprintf(target, 24, "compute_%d", best);
+    return BC_OK;
+  }
+  return bci_fail(ctx, BC_ERR_UNSUPPORTED, "NVRTC cannot compile for %s (it supports sm_%d .. sm_%d)", device_arch,
+                  archs[0], best);
 }
 
 bc_status bci_nvrtc_version(bc_ctx *ctx, int *major, int *minor) {
@@ -118,8 +165,20 @@ bc_status bci_nvrtc_compile(bc_ctx *ctx, const char *name, const char *src, cons
     for (const char *p = log ? log : ""; *p;) {
       const char *e = strchr(p, '\n');
       size_t len = e ? (size_t)(e - p) : strlen(p);
+      /* "file(line): error: ..." or "file(line): catastrophic error: ..." */
       const char *par = memchr(p, '(', len);
-      if (par && strstr(p, "): error") && (size_t)(strstr(p, "): error") - p) < len) {
+      const char *close = par ? memchr(par, ')', len - (size_t)(par - p)) : NULL;
+      int is_error = 0;
+      if (close && close + 2 < p + len && close[1] == ':') {
+        const char *h = close + 2;
+        while (h < p + len && *h == ' ') h++;
+        char head[64];
+        size_t hl = (size_t)(p + len - h) < sizeof head - 1 ? (size_t)(p + len - h) : sizeof head - 1;
+        memcpy(head, h, hl);
+        head[hl] = 0;
+        is_error = strncmp(head, "error", 5) == 0 || strncmp(head, "catastrophic error", 18) == 0;
+      }
+      if (is_error) {
         char file[256];
         size_t fl = (size_t)(par - p) < sizeof file - 1 ? (size_t)(par - p) : sizeof file - 1;
         memcpy(file, p, fl);
@@ -142,18 +201,20 @@ bc_status bci_nvrtc_compile(bc_ctx *ctx, const char *name, const char *src, cons
     bci_nvrtc.DestroyProgram(&prog);
     return s;
   }
+  const int ptx = strncmp(arch, "compute_", 8) == 0;
   size_t n = 0;
-  r = bci_nvrtc.GetCUBINSize(prog, &n);
+  r = ptx ? bci_nvrtc.GetPTXSize(prog, &n) : bci_nvrtc.GetCUBINSize(prog, &n);
   if (r != NVRTC_SUCCESS || n == 0) {
     bci_nvrtc.DestroyProgram(&prog);
-    return bci_fail(ctx, BC_ERR_NVRTC, "NVRTC produced no cubin for %s (%s): is %s a real architecture?", name, arch, arch);
+    return bci_fail(ctx, BC_ERR_NVRTC, "NVRTC produced no %s for %s (%s): is %s a real architecture?", ptx ? "PTX" : "cubin",
+                    name, arch, arch);
   }
   char *bin = malloc(n);
   if (!bin) {
     bci_nvrtc.DestroyProgram(&prog);
     return bci_fail(ctx, BC_ERR_NOMEM, "out of memory");
   }
-  r = bci_nvrtc.GetCUBIN(prog, bin);
+  r = ptx ? bci_nvrtc.GetPTX(prog, bin) : bci_nvrtc.GetCUBIN(prog, bin);
   bci_nvrtc.DestroyProgram(&prog);
   if (r != NVRTC_SUCCESS) {
     free(bin);
@@ -161,5 +222,43 @@ bc_status bci_nvrtc_compile(bc_ctx *ctx, const char *name, const char *src, cons
   }
   *out = bin;
   *out_len = n;
+  return BC_OK;
+}
+
+/* ctx->lock held */
+bc_status bci_kernel_image(bc_ctx *ctx, const char *name, const char *target, void **image, size_t *len,
+                           bci_launch *launch) {
+  char fp[1024];
+  bc_status s = bci_nvrtc_fingerprint(ctx, fp, sizeof fp);
+  if (s != BC_OK) return s;
+  /* the generator knows sm archs; a compute_XX target generates the sm_XX source */
+  char garch[24];
+  if (strncmp(target, "compute_", 8) == 0) snprintf(garch, sizeof garch, "sm_%s", target + 8);
+  else snprintf(garch, sizeof garch, "%s", target);
+  char *src;
+  size_t srclen;
+  s = bci_lua_generate(ctx, name, garch, &src, &srclen);
+  if (s != BC_OK) return s;
+  if (launch) {
+    s = bci_lua_launch(ctx, name, garch, launch);
+    if (s != BC_OK) {
+      free(src);
+      return s;
+    }
+  }
+  char archopt[64], key[65];
+  const char *opts[NOPTS];
+  build_options(target, archopt, opts);
+  bci_cache_key(src, srclen, opts, NOPTS, fp, key);
+  if (bci_cache_read(ctx, key, image, len)) {
+    ctx->stats.cache_hits++;
+    free(src);
+    return BC_OK;
+  }
+  ctx->stats.cache_misses++;
+  s = bci_nvrtc_compile(ctx, name, src, target, image, len);
+  free(src);
+  if (s != BC_OK) return s;
+  bci_cache_write(ctx, key, *image, *len);
   return BC_OK;
 }

@@ -94,12 +94,9 @@ static bc_status kernel_get_locked(bc_ctx *ctx, const char *name, const bci_kern
     launch = e->launch;
     ctx->stats.aot_hits++;
   } else {
-    char *src;
-    s = bci_lua_generate(ctx, name, arch, &src, NULL);
-    if (s != BC_OK) return s;
-    s = bci_lua_launch(ctx, name, arch, &launch);
-    if (s == BC_OK) s = bci_nvrtc_compile(ctx, name, src, arch, &compiled, &image_len);
-    free(src);
+    char target[24];
+    s = bci_jit_target(ctx, arch, target);
+    if (s == BC_OK) s = bci_kernel_image(ctx, name, target, &compiled, &image_len, &launch);
     if (s != BC_OK) return s;
     image = compiled;
   }
@@ -220,12 +217,16 @@ bc_status bc_kernel_compile(bc_ctx *ctx, const char *kernel, const char *arch, v
   if (!cubin || !len) return bci_fail(ctx, BC_ERR_ARG, "bc_kernel_compile: arguments 'cubin' and 'len' must not be NULL");
   *cubin = NULL;
   *len = 0;
-  char *src;
-  bc_status s = bc_kernel_source(ctx, kernel, arch, &src, NULL);
-  if (s != BC_OK) return s;
+  if (!kernel) return bci_fail(ctx, BC_ERR_ARG, "bc_kernel_compile: argument 'kernel' is NULL");
+  if (arch && strncmp(arch, "compute_", 8) == 0) {
+    char sm[24];
+    snprintf(sm, sizeof sm, "sm_%s", arch + 8);
+    if (check_arch(ctx, sm) != BC_OK) return BC_ERR_ARG;
+  } else if (check_arch(ctx, arch) != BC_OK) {
+    return BC_ERR_ARG;
+  }
   pthread_mutex_lock(&ctx->lock);
-  s = bci_nvrtc_compile(ctx, kernel, src, arch, cubin, len);
+  bc_status s = bci_kernel_image(ctx, kernel, arch, cubin, len, NULL);
   pthread_mutex_unlock(&ctx->lock);
-  free(src);
   return s;
 }

@@ -22,7 +22,7 @@ SYSLIBS     = -ldl -lm -lpthread
 TEST_LDFLAGS = -rdynamic
 CUDART      = $(CUDA_HOME)/lib64/libcudart_static.a -lrt
 
-LIB_SRCS = bc_ctx bc_lua bc_dl bc_jit bc_aot bc_kernel bc_ops bc_ref bc_sha256
+LIB_SRCS = bc_ctx bc_lua bc_dl bc_jit bc_aot bc_cache bc_kernel bc_ops bc_ref bc_sha256
 LIB_OBJS = $(LIB_SRCS:%=$(B)/obj/%.o) $(B)/obj/embed.o
 EMBED_IN = $(sort $(filter-out gen/embed.lua,$(wildcard gen/*.lua gen/tuning/*.lua)) $(wildcard templates/*) $(wildcard specs/*.lua))
 HDRS     = $(wildcard runtime/*.h runtime/include/*.h)

@@ -3,6 +3,7 @@
  *   blockcast gen --out DIR [--spec FILE] [--arch sm_XX]...
  *   blockcast aot --out FILE --objdir DIR --arch sm_XX... [-j N]   (used by build.sh)
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,10 @@ static const char *usage =
   "usage: blockcast <command> [options]\n"
   "  list [--arch sm_XX]                          formats and their kernels\n"
   "  gen --out DIR [--spec FILE] [--arch sm_XX]   write generated .cu files to DIR/<arch>/\n"
+  "  compile (--format NAME | --spec FILE | --all) [--arch sm_XX]...\n"
+  "                                               fill the disk cache (no GPU needed)\n"
+  "  cache ls | verify | clear                    the disk cache ($BLOCKCAST_CACHE_DIR,\n"
+  "                                               $XDG_CACHE_HOME/blockcast, ~/.cache/blockcast)\n"
   "  aot --out FILE --objdir DIR --arch sm_XX [--arch ...] [-j N]\n"
   "                                               compile every kernel ahead of time (build.sh)\n";
 
@@ -188,6 +193,119 @@ static int cmd_gen(bc_ctx *ctx, int argc, char **argv) {
   return 0;
 }
 
+/* ---- compile / cache ---- */
+
+static int cmd_compile(bc_ctx *ctx, int argc, char **argv) {
+  const char *fmt = NULL, *spec = NULL;
+  const char *archs[16];
+  int narch = 0, all = 0;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--format") == 0 && i + 1 < argc) fmt = argv[++i];
+    else if (strcmp(argv[i], "--spec") == 0 && i + 1 < argc) spec = argv[++i];
+    else if (strcmp(argv[i], "--all") == 0) all = 1;
+    else if (strcmp(argv[i], "--arch") == 0 && i + 1 < argc && narch < 16) archs[narch++] = argv[++i];
+    else { fprintf(stderr, "blockcast compile: unknown argument '%s'\n%s", argv[i], usage); return 2; }
+  }
+  if (!!fmt + !!spec + all != 1) { fprintf(stderr, "blockcast compile: give one of --format NAME, --spec FILE, --all\n%s", usage); return 2; }
+  if (narch == 0) { archs[0] = "sm_90"; archs[1] = "sm_100a"; narch = 2; }
+  const bc_format *f = NULL;
+  bc_status s = BC_OK;
+  if (spec) s = bc_format_load(ctx, spec, &f);
+  else if (fmt) s = bc_format_get(ctx, fmt, &f);
+  if (s != BC_OK) return die(ctx, s, spec ? spec : fmt);
+  bc_format_info info;
+  if (f) bc_format_get_info(ctx, f, &info);
+  size_t total = 0;
+  for (int a = 0; a < narch; a++) {
+    names ns = { 0 };
+    s = bc_kernel_names(ctx, archs[a], f ? info.name : NULL, collect, &ns);
+    if (s != BC_OK) return die(ctx, s, "compile");
+    for (size_t i = 0; i < ns.n; i++) {
+      void *bin;
+      size_t n;
+      s = bc_kernel_compile(ctx, ns.v[i], archs[a], &bin, &n);
+      if (s != BC_OK) return die(ctx, s, ns.v[i]);
+      free(bin);
+      total++;
+    }
+    names_free(&ns);
+  }
+  bc_stats st;
+  bc_get_stats(ctx, &st);
+  char dir[1024] = "";
+  bci_cache_dir(ctx, dir, sizeof dir);
+  fprintf(stderr, "%zu kernels in the cache %s: %llu compiled, %llu already there\n", total, dir,
+          (unsigned long long)st.cache_misses, (unsigned long long)st.cache_hits);
+  return 0;
+}
+
+static int cmd_cache(bc_ctx *ctx, int argc, char **argv) {
+  char dir[1024];
+  bc_status s = bci_cache_dir(ctx, dir, sizeof dir);
+  if (s != BC_OK) return die(ctx, s, "cache");
+  if (argc != 1) { fprintf(stderr, "blockcast cache: expected one of ls, verify, clear\n%s", usage); return 2; }
+  size_t files = 0;
+  uint64_t bytes = 0;
+  if (strcmp(argv[0], "ls") == 0) {
+    bci_cache_scan(dir, &files, &bytes, 0);
+    printf("cache %s: %zu kernels, %.1f MiB (cap %llu MiB, $BLOCKCAST_CACHE_MAX_MB)\n", dir, files, (double)bytes / 1048576.0,
+           (unsigned long long)(bci_cache_cap() >> 20));
+    return 0;
+  }
+  if (strcmp(argv[0], "verify") != 0 && strcmp(argv[0], "clear") != 0) {
+    fprintf(stderr, "blockcast cache: unknown subcommand '%s'; expected ls, verify or clear\n", argv[0]);
+    return 2;
+  }
+  int clear = strcmp(argv[0], "clear") == 0;
+  size_t good = 0, bad = 0, removed = 0;
+  DIR *d = opendir(dir);
+  if (!d) {
+    printf("cache %s: empty (no directory)\n", dir);
+    return 0;
+  }
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (strlen(e->d_name) != 2 || e->d_name[0] == '.') continue;
+    char sub[1100];
+    snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
+    DIR *sd = opendir(sub);
+    if (!sd) continue;
+    struct dirent *f;
+    while ((f = readdir(sd))) {
+      size_t l = strlen(f->d_name);
+      int is_entry = l == 68 && strcmp(f->d_name + 64, ".bck") == 0;
+      int is_tmp = l > 4 && strcmp(f->d_name + l - 4, ".tmp") == 0;
+      if (!is_entry && !is_tmp) continue;
+      char path[1400];
+      snprintf(path, sizeof path, "%s/%s", sub, f->d_name);
+      if (clear) {
+        removed += unlink(path) == 0;
+        continue;
+      }
+      if (is_tmp) continue; /* a writer's file in flight */
+      char key[65];
+      memcpy(key, f->d_name, 64);
+      key[64] = 0;
+      void *buf;
+      size_t n;
+      if (bci_cache_read(NULL, key, &buf, &n)) {
+        good++;
+        free(buf);
+      } else {
+        bad++;
+        printf("bad: %s (removed; it is compiled again when next used)\n", path);
+        unlink(path);
+      }
+    }
+    closedir(sd);
+    if (clear) rmdir(sub);
+  }
+  closedir(d);
+  if (clear) printf("cache %s: removed %zu files\n", dir, removed);
+  else printf("cache %s: %zu good, %zu bad\n", dir, good, bad);
+  return bad ? 1 : 0;
+}
+
 /* ---- aot ---- */
 
 typedef struct job {
@@ -214,8 +332,8 @@ static int cmd_aot(bc_ctx *ctx, int argc, char **argv) {
   if (!out || !objdir || narch == 0) { fprintf(stderr, "blockcast aot: --out, --objdir and --arch are required\n%s", usage); return 2; }
   if (jobs < 1) jobs = 1;
   if (mkdirs(objdir) != 0) { fprintf(stderr, "blockcast aot: cannot create %s\n", objdir); return 1; }
-  int vmaj = 0, vmin = 0;
-  bc_status s = bci_nvrtc_version(ctx, &vmaj, &vmin);
+  char fp[1024];
+  bc_status s = bci_nvrtc_fingerprint(ctx, fp, sizeof fp);
   if (s != BC_OK) return die(ctx, s, "aot");
 
   /* generate every source; key = sha256(source, arch, NVRTC version) */
@@ -239,15 +357,11 @@ static int cmd_aot(bc_ctx *ctx, int argc, char **argv) {
       if (s == BC_OK) s = bci_lua_spec_hash(ctx, j->name, j->spec_hash);
       pthread_mutex_unlock(&ctx->lock);
       if (s != BC_OK) return die(ctx, s, j->name);
-      bci_sha256 sh;
-      unsigned char d[32];
-      char ver[64];
-      snprintf(ver, sizeof ver, "\n// arch %s nvrtc %d.%d format 1", j->arch, vmaj, vmin);
-      bci_sha256_init(&sh);
-      bci_sha256_update(&sh, j->src, j->len);
-      bci_sha256_update(&sh, ver, strlen(ver));
-      bci_sha256_final(&sh, d);
-      for (int k = 0; k < 32; k++) snprintf(j->key + 2 * k, 3, "%02x", d[k]);
+      /* the same key as the disk cache: source, sorted options, compiler fingerprint */
+      char archopt[64];
+      const char *opts[BCI_NVRTC_NOPTS];
+      bci_nvrtc_options(j->arch, archopt, opts);
+      bci_cache_key(j->src, j->len, opts, BCI_NVRTC_NOPTS, fp, j->key);
     }
     free(ns.v); /* names now owned by jobs */
   }
@@ -310,7 +424,7 @@ static int cmd_aot(bc_ctx *ctx, int argc, char **argv) {
     memcpy(buf + n, (ptr), l_);                                                \
     n += l_;                                                                   \
   } while (0)
-  PUT("BCAOT002", 8);
+  PUT("BCAOT003", 8);
   uint32_t cnt = (uint32_t)nj;
   PUT(&cnt, 4);
   for (size_t i = 0; i < nj; i++) {
@@ -326,6 +440,7 @@ static int cmd_aot(bc_ctx *ctx, int argc, char **argv) {
     PUT(&al, 2);
     PUT(js[i].arch, al);
     PUT(js[i].spec_hash, 65);
+    PUT(js[i].key, 65);
     int32_t l[8] = { js[i].launch.threads, js[i].launch.unroll, js[i].launch.blocks_per_sm, js[i].launch.tile_rows,
                      js[i].launch.tile_cols, js[i].launch.col_vec, js[i].launch.vec, js[i].launch.min_blocks };
     PUT(l, sizeof l);
@@ -372,6 +487,8 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "list") == 0) rc = cmd_list(ctx, argc - 2, argv + 2);
   else if (strcmp(argv[1], "gen") == 0) rc = cmd_gen(ctx, argc - 2, argv + 2);
   else if (strcmp(argv[1], "aot") == 0) rc = cmd_aot(ctx, argc - 2, argv + 2);
+  else if (strcmp(argv[1], "compile") == 0) rc = cmd_compile(ctx, argc - 2, argv + 2);
+  else if (strcmp(argv[1], "cache") == 0) rc = cmd_cache(ctx, argc - 2, argv + 2);
   else {
     fprintf(stderr, "blockcast: unknown command '%s'\n%s", argv[1], usage);
     rc = 2;

@@ -11,6 +11,10 @@ typedef struct list { char *v[512]; int n; } list;
 static void add(const char *name, void *u) { list *l = u; if (l->n < 512) l->v[l->n++] = strdup(name); }
 
 int main(void) {
+  /* a fresh, empty disk cache: every kernel below is compiled by NVRTC */
+  char cache[] = "/tmp/bc-nvrtc-cache-XXXXXX";
+  if (!mkdtemp(cache)) { printf("Bail out! mkdtemp\n"); return 1; }
+  setenv("BLOCKCAST_CACHE_DIR", cache, 1);
   bc_ctx *ctx;
   char err[1024];
   if (bc_ctx_create(&ctx, err, sizeof err) != BC_OK) { printf("Bail out! %s\n", err); return 1; }
@@ -19,7 +23,9 @@ int main(void) {
   for (int a = 0; a < 2; a++) {
     list l = { 0 };
     bc_kernel_names(ctx, archs[a], NULL, add, &l);
-    int compiled = 0, elf = 0, in_aot = 0;
+    int compiled = 0, elf = 0, in_aot = 0, same_key = 0;
+    char fp[1024];
+    bci_nvrtc_fingerprint(ctx, fp, sizeof fp);
     for (int i = 0; i < l.n; i++) {
       void *bin;
       size_t n;
@@ -29,11 +35,23 @@ int main(void) {
       elf += n > 4 && memcmp(bin, "\x7f" "ELF", 4) == 0;
       const bci_aot_entry *e = bci_aot_find(ctx, l.v[i], archs[a]);
       in_aot += e && e->size > 0;
+      /* the AOT set is keyed like the disk cache: the same key for the same source and options */
+      char *src;
+      size_t sl;
+      if (e && bc_kernel_source(ctx, l.v[i], archs[a], &src, &sl) == BC_OK) {
+        char archopt[64], key[65];
+        const char *opts[BCI_NVRTC_NOPTS];
+        bci_nvrtc_options(archs[a], archopt, opts);
+        bci_cache_key(src, sl, opts, BCI_NVRTC_NOPTS, fp, key);
+        same_key += strcmp(key, e->key) == 0;
+        free(src);
+      }
       free(bin);
     }
     is_int(compiled, l.n, "all %d kernels compile for %s", l.n, archs[a]);
     is_int(elf, l.n, "%s: every output is a cubin (ELF)", archs[a]);
     is_int(in_aot, l.n, "%s: every kernel is in the embedded AOT set", archs[a]);
+    is_int(same_key, l.n, "%s: every AOT entry carries the disk-cache key of its source and options", archs[a]);
     for (int i = 0; i < l.n; i++) free(l.v[i]);
   }
   bc_stats st;
@@ -54,5 +72,8 @@ int main(void) {
   is_str_has(bc_last_error(ctx), ">    2 |   p[0] = undefined_thing;", "the template line is shown, numbered");
   is_str_has(bc_last_error(ctx), "full source: build/tests/dump/bc_broken.sm_90.cu", "the dump path is given");
   bc_ctx_destroy(ctx);
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", cache);
+  if (system(cmd) != 0) diag("could not remove %s", cache);
   return done_testing();
 }

@@ -74,6 +74,9 @@ BC_API const char *bc_last_error(const bc_ctx *ctx);
 BC_API bc_status bc_format_get(bc_ctx *ctx, const char *name, const bc_format **out);
 /* Load a format spec file (validated; kernels are generated and compiled when first used). */
 BC_API bc_status bc_format_load(bc_ctx *ctx, const char *spec_path, const bc_format **out);
+/* Load every spec of a path: a spec file, or a directory (its *.lua files, sorted by name).
+ * bc_ctx_create does this for each entry of $BLOCKCAST_SPEC_PATH (colon-separated). */
+BC_API bc_status bc_spec_path_add(bc_ctx *ctx, const char *path);
 /* Number of formats known to ctx and the i-th one (load order). */
 BC_API size_t bc_format_count(const bc_ctx *ctx);
 BC_API const bc_format *bc_format_at(const bc_ctx *ctx, size_t i);
@@ -168,13 +171,18 @@ BC_API bc_status bc_kernel_names(bc_ctx *ctx, const char *arch, const char *form
 /* CUDA C source of a kernel for an arch; *out is malloc'ed, the caller frees it. */
 BC_API bc_status bc_kernel_source(bc_ctx *ctx, const char *kernel, const char *arch, char **out, size_t *len);
 
-/* Compile a kernel for an arch with NVRTC (no GPU needed); *cubin is malloc'ed. */
+/* A kernel's image for an arch (no GPU needed): from the disk cache, else compiled with NVRTC
+ * and stored in the cache. A cubin for sm_XX, PTX text for compute_XX. *cubin is malloc'ed. */
 BC_API bc_status bc_kernel_compile(bc_ctx *ctx, const char *kernel, const char *arch, void **cubin, size_t *len);
 
 typedef struct bc_stats {
   uint64_t nvrtc_compiles;   /* NVRTC compilations made by this context */
   uint64_t aot_hits;         /* kernels found in the ahead-of-time set */
   uint64_t kernels_loaded;   /* kernels loaded into the CUDA context */
+  uint64_t cache_hits;       /* kernels read from the disk cache */
+  uint64_t cache_misses;     /* kernels not in the disk cache (then compiled) */
+  uint64_t cache_writes;     /* kernels written to the disk cache */
+  uint64_t cache_bad;        /* cache files that failed verification (treated as misses, replaced) */
 } bc_stats;
 
 BC_API void bc_get_stats(const bc_ctx *ctx, bc_stats *out);

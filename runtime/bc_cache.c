@@ -1,0 +1,241 @@
+/* bc_cache.c: the on-disk kernel cache.
+ *
+ * Key: sha256 over the generated source, the sorted NVRTC options, the NVRTC version, a compiler
+ * fingerprint (the archs NVRTC supports) and the cache format version. Location:
+ * $BLOCKCAST_CACHE_DIR, else $XDG_CACHE_HOME/blockcast, else ~/.cache/blockcast; one file per
+ * key, <dir>/<key[0..1]>/<key>.bck:
+ *   "BCCACHE1" | key (64 hex) | u64 payload size | sha256(payload) | payload
+ * Files are written to a unique temp name in the same directory and renamed into place, so a
+ * reader never sees a torn file; a reader verifies magic, key, size and checksum, and treats
+ * anything else as a miss (the entry is then compiled again and replaced). A hit refreshes the
+ * file's mtime; when the cache grows past its cap ($BLOCKCAST_CACHE_MAX_MB, default 1024) the
+ * least recently used files are removed. Every failure of the cache is a miss, never an error:
+ * the kernel is compiled and used anyway. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bc_internal.h"
+
+#define MAGIC "BCCACHE1"
+#define HEADER (8 + 64 + 8 + 32)
+
+bc_status bci_cache_dir(bc_ctx *ctx, char *out, size_t n) {
+  const char *d = getenv("BLOCKCAST_CACHE_DIR");
+  if (d && *d) {
+    snprintf(out, n, "%s", d);
+    return BC_OK;
+  }
+  d = getenv("XDG_CACHE_HOME");
+  if (d && *d) {
+    snprintf(out, n, "%s/blockcast", d);
+    return BC_OK;
+  }
+  d = getenv("HOME");
+  if (d && *d) {
+    snprintf(out, n, "%s/.cache/blockcast", d);
+    return BC_OK;
+  }
+  return bci_fail(ctx, BC_ERR_UNAVAILABLE, "no cache directory: set BLOCKCAST_CACHE_DIR, XDG_CACHE_HOME or HOME");
+}
+
+static int mkdir_p(const char *path) {
+  char p[1024];
+  snprintf(p, sizeof p, "%s", path);
+  for (char *s = p + 1; *s; s++) {
+    if (*s == '/') {
+      *s = 0;
+      if (mkdir(p, 0755) != 0 && errno != EEXIST) return -1;
+      *s = '/';
+    }
+  }
+  return (mkdir(p, 0755) != 0 && errno != EEXIST) ? -1 : 0;
+}
+
+static void entry_path(const char *dir, const char *key, char *out, size_t n, char *sub, size_t subn) {
+  snprintf(sub, subn, "%s/%.2s", dir, key);
+  snprintf(out, n, "%s/%.2s/%s.bck", dir, key, key);
+}
+
+void bci_cache_key(const char *src, size_t len, const char *const *opts, int nopts, const char *compiler, char out[65]) {
+  /* options sorted (insertion sort on a copy of the pointers) */
+  const char *o[16];
+  int n = nopts < 16 ? nopts : 16;
+  for (int i = 0; i < n; i++) {
+    const char *x = opts[i];
+    int j = i;
+    while (j > 0 && strcmp(o[j - 1], x) > 0) {
+      o[j] = o[j - 1];
+      j--;
+    }
+    o[j] = x;
+  }
+  bci_sha256 s;
+  unsigned char d[32];
+  bci_sha256_init(&s);
+  bci_sha256_update(&s, "blockcast-cache-v1\n", 19);
+  bci_sha256_update(&s, compiler, strlen(compiler) + 1);
+  for (int i = 0; i < n; i++) bci_sha256_update(&s, o[i], strlen(o[i]) + 1);
+  bci_sha256_update(&s, src, len);
+  bci_sha256_final(&s, d);
+  for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", d[i]);
+}
+
+/* 1 hit (*out malloc'ed), 0 miss */
+int bci_cache_read(bc_ctx *ctx, const char *key, void **out, size_t *len) {
+  char dir[900], sub[1000], path[1100];
+  if (bci_cache_dir(NULL, dir, sizeof dir) != BC_OK) return 0;
+  entry_path(dir, key, path, sizeof path, sub, sizeof sub);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  struct stat st;
+  unsigned char hdr[HEADER];
+  int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= HEADER && read(fd, hdr, HEADER) == HEADER &&
+           memcmp(hdr, MAGIC, 8) == 0 && memcmp(hdr + 8, key, 64) == 0;
+  uint64_t size = 0;
+  if (ok) {
+    memcpy(&size, hdr + 72, 8);
+    ok = size == (uint64_t)st.st_size - HEADER && size > 0 && size < ((uint64_t)1 << 31);
+  }
+  unsigned char *buf = NULL;
+  if (ok) {
+    buf = malloc(size);
+    ok = buf != NULL;
+    size_t got = 0;
+    while (ok && got < size) {
+      ssize_t r = read(fd, buf + got, size - got);
+      if (r <= 0) ok = 0;
+      else got += (size_t)r;
+    }
+  }
+  close(fd);
+  if (ok) {
+    unsigned char d[32];
+    bci_sha256 s;
+    bci_sha256_init(&s);
+    bci_sha256_update(&s, buf, size);
+    bci_sha256_final(&s, d);
+    ok = memcmp(d, hdr + 80, 32) == 0;
+  }
+  if (!ok) {
+    free(buf);
+    if (ctx) ctx->stats.cache_bad++;
+    return 0;
+  }
+  /* least recently used: a hit refreshes the mtime */
+  utimensat(AT_FDCWD, path, NULL, 0);
+  *out = buf;
+  *len = size;
+  return 1;
+}
+
+typedef struct cfile {
+  char path[1100];
+  time_t mtime;
+  off_t size;
+} cfile;
+
+static int by_mtime(const void *a, const void *b) {
+  const cfile *x = a, *y = b;
+  return x->mtime < y->mtime ? -1 : x->mtime > y->mtime;
+}
+
+/* Scan the cache: count, bytes, and (when cap > 0 and bytes > cap) remove the least recently
+ * used files until under 90% of the cap. Returns the number of files removed. */
+size_t bci_cache_scan(const char *dir, size_t *files, uint64_t *bytes, uint64_t cap) {
+  cfile *v = NULL;
+  size_t n = 0, capn = 0, removed = 0;
+  uint64_t total = 0;
+  DIR *d = opendir(dir);
+  if (d) {
+    struct dirent *e;
+    while ((e = readdir(d))) {
+      if (strlen(e->d_name) != 2 || e->d_name[0] == '.') continue;
+      char sub[1000];
+      snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
+      DIR *s = opendir(sub);
+      if (!s) continue;
+      struct dirent *f;
+      while ((f = readdir(s))) {
+        size_t l = strlen(f->d_name);
+        if (l < 5 || strcmp(f->d_name + l - 4, ".bck") != 0) continue;
+        if (n == capn) {
+          capn = capn ? 2 * capn : 256;
+          cfile *nv = realloc(v, capn * sizeof *v);
+          if (!nv) break;
+          v = nv;
+        }
+        snprintf(v[n].path, sizeof v[n].path, "%s/%s", sub, f->d_name);
+        struct stat st;
+        if (stat(v[n].path, &st) != 0) continue;
+        v[n].mtime = st.st_mtime;
+        v[n].size = st.st_size;
+        total += (uint64_t)st.st_size;
+        n++;
+      }
+      closedir(s);
+    }
+    closedir(d);
+  }
+  if (cap && total > cap) {
+    qsort(v, n, sizeof *v, by_mtime);
+    for (size_t i = 0; i < n && total > cap / 10 * 9; i++) {
+      if (unlink(v[i].path) == 0) {
+        total -= (uint64_t)v[i].size;
+        removed++;
+      }
+    }
+  }
+  if (files) *files = n - removed;
+  if (bytes) *bytes = total;
+  free(v);
+  return removed;
+}
+
+uint64_t bci_cache_cap(void) {
+  const char *c = getenv("BLOCKCAST_CACHE_MAX_MB");
+  long long mb = c && *c ? atoll(c) : 1024;
+  if (mb < 1) mb = 1;
+  return (uint64_t)mb << 20;
+}
+
+/* Best effort: a failure to write is not an error (the kernel is used anyway). */
+void bci_cache_write(bc_ctx *ctx, const char *key, const void *data, size_t len) {
+  char dir[900], sub[1000], path[1100], tmp[1200];
+  if (bci_cache_dir(NULL, dir, sizeof dir) != BC_OK) return;
+  entry_path(dir, key, path, sizeof path, sub, sizeof sub);
+  if (mkdir_p(sub) != 0) return;
+  static unsigned counter; /* only makes temp names unique within a process; pid + tid do the rest */
+  snprintf(tmp, sizeof tmp, "%s.%ld.%lu.%u.tmp", path, (long)getpid(), (unsigned long)pthread_self(),
+           __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  unsigned char hdr[HEADER];
+  memcpy(hdr, MAGIC, 8);
+  memcpy(hdr + 8, key, 64);
+  uint64_t size = len;
+  memcpy(hdr + 72, &size, 8);
+  bci_sha256 s;
+  bci_sha256_init(&s);
+  bci_sha256_update(&s, data, len);
+  bci_sha256_final(&s, hdr + 80);
+  int ok = write(fd, hdr, HEADER) == HEADER;
+  size_t put = 0;
+  while (ok && put < len) {
+    ssize_t w = write(fd, (const char *)data + put, len - put);
+    if (w <= 0) ok = 0;
+    else put += (size_t)w;
+  }
+  ok &= close(fd) == 0;
+  if (!ok || rename(tmp, path) != 0) {
+    unlink(tmp);
+    return;
+  }
+  if (ctx) ctx->stats.cache_writes++;
+  bci_cache_scan(dir, NULL, NULL, bci_cache_cap());
+}
