@@ -20,9 +20,8 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
 #pragma unroll
     for (int u = 0; u < BC_UNROLL; u++) {
       i64 s = base + (i64)u * BC_THREADS;
-      if (s >= slots) break;
       i64 c0 = s * BC_VEC;
-      if (vec_ok && c0 + BC_VEC <= cols) {
+      if (vec_ok && s < slots && c0 + BC_VEC <= cols) {
         float f[BC_VEC];
         bc_unpack16(v[u], f);
         u32 w[(BC_VEC + 3) / 4];
@@ -34,9 +33,16 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
 #else
 #error "BC_VEC must be 4 or 8"
 #endif
-      } else {
-        for (i64 c = c0; c < cols && c < c0 + BC_VEC; c++) dst[c] = (u8)bc_encode1(__fmul_rn(bc_load_hp(src, c), scale));
       }
+    }
+    // the slots the vector path did not take: element by element, kept out of the unrolled loop
+#pragma unroll 1
+    for (int u = 0; u < BC_UNROLL; u++) {
+      i64 s = base + (i64)u * BC_THREADS;
+      i64 c0 = s * BC_VEC;
+      if (s >= slots || (vec_ok && c0 + BC_VEC <= cols)) continue;
+#pragma unroll 1
+      for (i64 c = c0; c < cols && c < c0 + BC_VEC; c++) dst[c] = (u8)bc_encode1(__fmul_rn(bc_load_hp(src, c), scale));
     }
   }
 }
