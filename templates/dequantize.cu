@@ -49,6 +49,7 @@ ${KERNEL}(const u8 *__restrict__ q, i64 rows, i64 cols, i64 ld, const float *__r
       }
     }
     // the slots the vector path did not take: element by element, kept out of the unrolled loop
+    if (!vec_ok || (base + (i64)(BC_UNROLL - 1) * BC_THREADS + 1) * 8 > cols)  /* only near the row end */
 #pragma unroll 1
     for (int u = 0; u < BC_UNROLL; u++) {
       i64 s = base + (i64)u * BC_THREADS;

@@ -36,6 +36,7 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
       }
     }
     // the slots the vector path did not take: element by element, kept out of the unrolled loop
+    if (!vec_ok || (base + (i64)(BC_UNROLL - 1) * BC_THREADS + 1) * BC_VEC > cols)  /* only near the row end */
 #pragma unroll 1
     for (int u = 0; u < BC_UNROLL; u++) {
       i64 s = base + (i64)u * BC_THREADS;

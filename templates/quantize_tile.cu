@@ -37,7 +37,7 @@ static __device__ __forceinline__ void bc_tile_load(const BC_DTYPE_T *__restrict
     for (int p = 0; p < BC_LOAD_PASSES; p++) {
       const i64 r = r0 + vr + p * BC_LOAD_ROWS;
       u32 w[4] = { 0u, 0u, 0u, 0u };
-#pragma unroll 1
+#pragma unroll
       for (int j = 0; j < BC_VEC; j++) {
         const i64 c = c0 + vc + j;
         if (r < rows && c < cols) {
@@ -93,7 +93,7 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
       bc_store4(dst, w[0]);
 #endif
     } else if (r < rows) {
-#pragma unroll 1
+#pragma unroll
       for (int j = 0; j < BC_VEC; j++)
         if (c0 + vc + j < cols) dst[j] = (u8)(w[j >> 2] >> (8 * (j & 3)));
     }
