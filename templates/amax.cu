@@ -16,22 +16,17 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, float *
 #pragma unroll
       for (int u = 0; u < BC_UNROLL; u++) {
         i64 s = base + (i64)u * BC_THREADS;
-        if (vec_ok && s < slots && (s + 1) * BC_VEC <= cols) {
+        if (s >= slots) break;
+        i64 c0 = s * BC_VEC;
+        if (vec_ok && c0 + BC_VEC <= cols) {
           float f[BC_VEC];
           bc_unpack16(v[u], f);
 #pragma unroll
           for (int j = 0; j < BC_VEC; j++) m = fmaxf(m, fabsf(f[j]));
+        } else {
+#pragma unroll 1
+          for (i64 c = c0; c < cols && c < c0 + BC_VEC; c++) m = fmaxf(m, fabsf(bc_load_hp(src, c)));
         }
-      }
-      // the slots the vector path did not take: element by element, kept out of the unrolled loop
-      if (!vec_ok || (base + (i64)(BC_UNROLL - 1) * BC_THREADS + 1) * BC_VEC > cols)  /* only near the row end */
-#pragma unroll 1
-      for (int u = 0; u < BC_UNROLL; u++) {
-        i64 s = base + (i64)u * BC_THREADS;
-        i64 c0 = s * BC_VEC;
-        if (s >= slots || (vec_ok && c0 + BC_VEC <= cols)) continue;
-#pragma unroll 1
-        for (i64 c = c0; c < cols && c < c0 + BC_VEC; c++) m = fmaxf(m, fabsf(bc_load_hp(src, c)));
       }
     }
   }

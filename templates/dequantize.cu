@@ -20,8 +20,9 @@ ${KERNEL}(const u8 *__restrict__ q, i64 rows, i64 cols, i64 ld, const float *__r
 #pragma unroll
     for (int u = 0; u < BC_UNROLL; u++) {
       i64 s = base + (i64)u * BC_THREADS;
+      if (s >= slots) break;
       i64 c0 = s * 8;
-      if (vec_ok && s < slots && c0 + 8 <= cols) {
+      if (vec_ok && c0 + 8 <= cols) {
         float f[8];
         bc_decode2(v[u].x & 0xFFFFu, &f[0], &f[1]);
         bc_decode2(v[u].x >> 16, &f[2], &f[3]);
@@ -46,17 +47,10 @@ ${KERNEL}(const u8 *__restrict__ q, i64 rows, i64 cols, i64 ld, const float *__r
         }
         *(uint4 *)(dst + c0) = make_uint4(h[0], h[1], h[2], h[3]);
 #endif
+      } else {
+#pragma unroll 1
+        for (i64 c = c0; c < cols && c < c0 + 8; c++) bc_store_hp(dst, c, __fmul_rn(bc_decode(src[c]), si));
       }
-    }
-    // the slots the vector path did not take: element by element, kept out of the unrolled loop
-    if (!vec_ok || (base + (i64)(BC_UNROLL - 1) * BC_THREADS + 1) * 8 > cols)  /* only near the row end */
-#pragma unroll 1
-    for (int u = 0; u < BC_UNROLL; u++) {
-      i64 s = base + (i64)u * BC_THREADS;
-      i64 c0 = s * 8;
-      if (s >= slots || (vec_ok && c0 + 8 <= cols)) continue;
-#pragma unroll 1
-      for (i64 c = c0; c < cols && c < c0 + 8; c++) bc_store_hp(dst, c, __fmul_rn(bc_decode(src[c]), si));
     }
   }
 }
