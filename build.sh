@@ -80,7 +80,7 @@ if [ "$cmd" = fuzz ]; then
     mkdir -p "$work" "$art"
     echo "fuzz $t: ${secs}s (corpus tests/fuzz/corpus/$t, new inputs in $work)"
     if ! "$F/fuzz/fuzz_$t" -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
-         -artifact_prefix="$art/" "$work" "tests/fuzz/corpus/$t" > "$F/fuzz_$t.log" 2>&1; then
+         -artifact_prefix="$art/" "$work" "tests/fuzz/corpus/$t" $([ $t = spec ] && echo specs) > "$F/fuzz_$t.log" 2>&1; then
       echo "fuzz $t: FAILED; the input is in $art/ (add it to tests/fuzz/corpus/$t as a regression); log: $F/fuzz_$t.log" >&2
       tail -30 "$F/fuzz_$t.log" >&2
       status=1

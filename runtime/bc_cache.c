@@ -135,7 +135,7 @@ int bci_cache_read(bc_ctx *ctx, const char *key, void **out, size_t *len) {
 }
 
 typedef struct cfile {
-  char path[1100];
+  char path[1300];
   time_t mtime;
   off_t size;
 } cfile;
@@ -145,55 +145,73 @@ static int by_mtime(const void *a, const void *b) {
   return x->mtime < y->mtime ? -1 : x->mtime > y->mtime;
 }
 
+/* Call fn(path, file name, user) for every file of the cache's subdirectories <dir>/<xx>/. */
+void bci_cache_foreach(const char *dir, void (*fn)(const char *path, const char *name, void *user), void *user) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (strlen(e->d_name) != 2 || e->d_name[0] == '.') continue;
+    char sub[1000];
+    snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
+    DIR *s = opendir(sub);
+    if (!s) continue;
+    struct dirent *f;
+    while ((f = readdir(s))) {
+      if (f->d_name[0] == '.') continue;
+      char path[1300];
+      snprintf(path, sizeof path, "%s/%s", sub, f->d_name);
+      fn(path, f->d_name, user);
+    }
+    closedir(s);
+  }
+  closedir(d);
+}
+
+typedef struct scan {
+  cfile *v;
+  size_t n, cap;
+  uint64_t total;
+} scan;
+
+static void scan_one(const char *path, const char *name, void *user) {
+  scan *sc = user;
+  size_t l = strlen(name);
+  if (l < 5 || strcmp(name + l - 4, ".bck") != 0) return;
+  if (sc->n == sc->cap) {
+    size_t cap = sc->cap ? 2 * sc->cap : 256;
+    cfile *nv = realloc(sc->v, cap * sizeof *nv);
+    if (!nv) return;
+    sc->v = nv;
+    sc->cap = cap;
+  }
+  struct stat st;
+  if (stat(path, &st) != 0) return;
+  cfile *c = &sc->v[sc->n++];
+  snprintf(c->path, sizeof c->path, "%s", path);
+  c->mtime = st.st_mtime;
+  c->size = st.st_size;
+  sc->total += (uint64_t)st.st_size;
+}
+
 /* Scan the cache: count, bytes, and (when cap > 0 and bytes > cap) remove the least recently
  * used files until under 90% of the cap. Returns the number of files removed. */
 size_t bci_cache_scan(const char *dir, size_t *files, uint64_t *bytes, uint64_t cap) {
-  cfile *v = NULL;
-  size_t n = 0, capn = 0, removed = 0;
-  uint64_t total = 0;
-  DIR *d = opendir(dir);
-  if (d) {
-    struct dirent *e;
-    while ((e = readdir(d))) {
-      if (strlen(e->d_name) != 2 || e->d_name[0] == '.') continue;
-      char sub[1000];
-      snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
-      DIR *s = opendir(sub);
-      if (!s) continue;
-      struct dirent *f;
-      while ((f = readdir(s))) {
-        size_t l = strlen(f->d_name);
-        if (l < 5 || strcmp(f->d_name + l - 4, ".bck") != 0) continue;
-        if (n == capn) {
-          capn = capn ? 2 * capn : 256;
-          cfile *nv = realloc(v, capn * sizeof *v);
-          if (!nv) break;
-          v = nv;
-        }
-        snprintf(v[n].path, sizeof v[n].path, "%s/%s", sub, f->d_name);
-        struct stat st;
-        if (stat(v[n].path, &st) != 0) continue;
-        v[n].mtime = st.st_mtime;
-        v[n].size = st.st_size;
-        total += (uint64_t)st.st_size;
-        n++;
-      }
-      closedir(s);
-    }
-    closedir(d);
-  }
-  if (cap && total > cap) {
-    qsort(v, n, sizeof *v, by_mtime);
-    for (size_t i = 0; i < n && total > cap / 10 * 9; i++) {
-      if (unlink(v[i].path) == 0) {
-        total -= (uint64_t)v[i].size;
+  scan sc = { NULL, 0, 0, 0 };
+  size_t removed = 0;
+  bci_cache_foreach(dir, scan_one, &sc);
+  if (cap && sc.total > cap) {
+    qsort(sc.v, sc.n, sizeof *sc.v, by_mtime);
+    for (size_t i = 0; i < sc.n && sc.total > cap / 10 * 9; i++) {
+      if (unlink(sc.v[i].path) == 0) {
+        sc.total -= (uint64_t)sc.v[i].size;
         removed++;
       }
     }
   }
-  if (files) *files = n - removed;
-  if (bytes) *bytes = total;
-  free(v);
+  if (files) *files = sc.n - removed;
+  if (bytes) *bytes = sc.total;
+  free(sc.v);
   return removed;
 }
 

@@ -77,6 +77,7 @@ BCI_HIDDEN void bci_cache_key(const char *src, size_t len, const char *const *op
 BCI_HIDDEN int bci_cache_read(bc_ctx *ctx, const char *key, void **out, size_t *len);
 BCI_HIDDEN void bci_cache_write(bc_ctx *ctx, const char *key, const void *data, size_t len);
 BCI_HIDDEN size_t bci_cache_scan(const char *dir, size_t *files, uint64_t *bytes, uint64_t cap);
+BCI_HIDDEN void bci_cache_foreach(const char *dir, void (*fn)(const char *path, const char *name, void *user), void *user);
 BCI_HIDDEN uint64_t bci_cache_cap(void);
 
 /* ---- NVRTC (bc_jit.c) ---- */

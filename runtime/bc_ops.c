@@ -249,6 +249,7 @@ bc_status bc_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction dir, cons
   int64_t slots = (cols + 7) / 8;
   int64_t per_block = (int64_t)L->threads * L->unroll;
   int64_t gx = (slots + per_block - 1) / per_block;
+  if (gx > 0x7FFFFFFF) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "bc_dequantize: a row of %lld elements is too long for one launch", (long long)cols);
   void *o = out->data;
   void *params[] = { &data, &rows, &cols, &ld, &si, &o, &vec_ok };
   return bci_kernel_launch(ctx, k, (unsigned)gx, umin64(rows, 65535), 1, (unsigned)L->threads, stream, params);

@@ -239,14 +239,45 @@ static int cmd_compile(bc_ctx *ctx, int argc, char **argv) {
   return 0;
 }
 
+typedef struct cache_walk {
+  int clear;
+  size_t good, bad, removed;
+} cache_walk;
+
+static void cache_one(const char *path, const char *name, void *user) {
+  cache_walk *w = user;
+  size_t l = strlen(name);
+  int is_entry = l == 68 && strcmp(name + 64, ".bck") == 0;
+  int is_tmp = l > 4 && strcmp(name + l - 4, ".tmp") == 0;
+  if (!is_entry && !is_tmp) return;
+  if (w->clear) {
+    w->removed += unlink(path) == 0;
+    return;
+  }
+  if (is_tmp) return; /* a writer's file in flight */
+  char key[65];
+  memcpy(key, name, 64);
+  key[64] = 0;
+  void *buf;
+  size_t n;
+  if (bci_cache_read(NULL, key, &buf, &n)) {
+    w->good++;
+    free(buf);
+  } else {
+    w->bad++;
+    printf("bad: %s (removed; it is compiled again when next used)\n", path);
+    unlink(path);
+  }
+}
+
 static int cmd_cache(bc_ctx *ctx, int argc, char **argv) {
   char dir[1024];
   bc_status s = bci_cache_dir(ctx, dir, sizeof dir);
   if (s != BC_OK) return die(ctx, s, "cache");
   if (argc != 1) { fprintf(stderr, "blockcast cache: expected one of ls, verify, clear\n%s", usage); return 2; }
-  size_t files = 0;
-  uint64_t bytes = 0;
   if (strcmp(argv[0], "ls") == 0) {
+    size_t files = 0;
+    uint64_t bytes = 0;
     bci_cache_scan(dir, &files, &bytes, 0);
     printf("cache %s: %zu kernels, %.1f MiB (cap %llu MiB, $BLOCKCAST_CACHE_MAX_MB)\n", dir, files, (double)bytes / 1048576.0,
            (unsigned long long)(bci_cache_cap() >> 20));
@@ -256,54 +287,11 @@ static int cmd_cache(bc_ctx *ctx, int argc, char **argv) {
     fprintf(stderr, "blockcast cache: unknown subcommand '%s'; expected ls, verify or clear\n", argv[0]);
     return 2;
   }
-  int clear = strcmp(argv[0], "clear") == 0;
-  size_t good = 0, bad = 0, removed = 0;
-  DIR *d = opendir(dir);
-  if (!d) {
-    printf("cache %s: empty (no directory)\n", dir);
-    return 0;
-  }
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    if (strlen(e->d_name) != 2 || e->d_name[0] == '.') continue;
-    char sub[1100];
-    snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
-    DIR *sd = opendir(sub);
-    if (!sd) continue;
-    struct dirent *f;
-    while ((f = readdir(sd))) {
-      size_t l = strlen(f->d_name);
-      int is_entry = l == 68 && strcmp(f->d_name + 64, ".bck") == 0;
-      int is_tmp = l > 4 && strcmp(f->d_name + l - 4, ".tmp") == 0;
-      if (!is_entry && !is_tmp) continue;
-      char path[1400];
-      snprintf(path, sizeof path, "%s/%s", sub, f->d_name);
-      if (clear) {
-        removed += unlink(path) == 0;
-        continue;
-      }
-      if (is_tmp) continue; /* a writer's file in flight */
-      char key[65];
-      memcpy(key, f->d_name, 64);
-      key[64] = 0;
-      void *buf;
-      size_t n;
-      if (bci_cache_read(NULL, key, &buf, &n)) {
-        good++;
-        free(buf);
-      } else {
-        bad++;
-        printf("bad: %s (removed; it is compiled again when next used)\n", path);
-        unlink(path);
-      }
-    }
-    closedir(sd);
-    if (clear) rmdir(sub);
-  }
-  closedir(d);
-  if (clear) printf("cache %s: removed %zu files\n", dir, removed);
-  else printf("cache %s: %zu good, %zu bad\n", dir, good, bad);
-  return bad ? 1 : 0;
+  cache_walk w = { strcmp(argv[0], "clear") == 0, 0, 0, 0 };
+  bci_cache_foreach(dir, cache_one, &w);
+  if (w.clear) printf("cache %s: removed %zu files\n", dir, w.removed);
+  else printf("cache %s: %zu good, %zu bad\n", dir, w.good, w.bad);
+  return w.bad ? 1 : 0;
 }
 
 /* ---- aot ---- */

@@ -20,6 +20,20 @@ $BIN gen --out "$tmp/g2" --spec "$tmp/bad.lua" 2> "$tmp/bad.log"; rc=$?
 t "gen with a bad spec fails with its error" '[ $rc -ne 0 ] && grep -q "BC_ERR_SPEC: $tmp/bad.lua:2: unknown field '"'"'bogus'"'"'" "$tmp/bad.log"'
 $BIN frobnicate 2> "$tmp/u.log"; rc=$?
 t "an unknown command prints usage and exits 2" '[ $rc -eq 2 ] && grep -q "usage: blockcast" "$tmp/u.log"'
+export BLOCKCAST_CACHE_DIR="$tmp/cache"
+$BIN compile --format fp8_e5m2_tensor --arch sm_90 2> "$tmp/c1.log"; rc=$?
+t "compile --format fills the cache without a GPU" '[ $rc -eq 0 ] && grep -q "13 kernels in the cache $tmp/cache: 13 compiled, 0 already there" "$tmp/c1.log"'
+$BIN compile --format fp8_e5m2_tensor --arch sm_90 2> "$tmp/c2.log"
+t "a second compile finds them all" 'grep -q "13 compiled\|0 compiled, 13 already there" "$tmp/c2.log" && grep -q "0 compiled, 13 already there" "$tmp/c2.log"'
+t "cache ls counts them" '$BIN cache ls | grep -q ": 13 kernels"'
+f=$(ls "$tmp"/cache/*/*.bck | head -1); printf 'X' | dd of="$f" bs=1 seek=300 conv=notrunc 2>/dev/null
+$BIN cache verify > "$tmp/v.log"; rc=$?
+t "cache verify finds and removes a corrupt entry (exit 1)" '[ $rc -eq 1 ] && grep -q "12 good, 1 bad" "$tmp/v.log"'
+$BIN cache clear > /dev/null
+t "cache clear empties it" '$BIN cache ls | grep -q ": 0 kernels"'
+$BIN compile --format nope 2> "$tmp/c3.log"; rc=$?
+t "compile of an unknown format fails with the known ones" '[ $rc -ne 0 ] && grep -q "known formats: fp8_e4m3_tensor, fp8_e5m2_tensor" "$tmp/c3.log"'
+unset BLOCKCAST_CACHE_DIR
 if command -v make >/dev/null && [ -f runtime/build.mk ]; then
   make --no-print-directory -q -f runtime/build.mk B="$B" all; rc=$?
   t "the build is up to date: a second ./build.sh generates and compiles nothing" '[ $rc -eq 0 ]'

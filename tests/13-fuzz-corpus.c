@@ -7,9 +7,7 @@
 #include "fuzz/targets.h"
 #include "tap.h"
 
-static int replay(const char *target, int (*fn)(const uint8_t *, size_t)) {
-  char dir[256];
-  snprintf(dir, sizeof dir, "tests/fuzz/corpus/%s", target);
+static int replay_dir(const char *dir, int (*fn)(const uint8_t *, size_t)) {
   DIR *d = opendir(dir);
   if (!d) return -1;
   int n = 0;
@@ -30,10 +28,17 @@ static int replay(const char *target, int (*fn)(const uint8_t *, size_t)) {
   return n;
 }
 
+static int replay(const char *target, int (*fn)(const uint8_t *, size_t)) {
+  char dir[256];
+  snprintf(dir, sizeof dir, "tests/fuzz/corpus/%s", target);
+  return replay_dir(dir, fn);
+}
+
 int main(void) {
   int n;
   n = replay("spec", fuzz_spec_one);
-  ok(n > 0, "spec target: %d corpus inputs replayed", n);
+  int m = replay_dir("specs", fuzz_spec_one); /* the real specs are seeds too */
+  ok(n > 0 && m > 0, "spec target: %d corpus inputs and %d specs replayed", n, m);
   n = replay("args", fuzz_args_one);
   ok(n > 0, "args target: %d corpus inputs replayed", n);
   n = replay("aot", fuzz_aot_one);
