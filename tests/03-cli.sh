@@ -24,7 +24,7 @@ export BLOCKCAST_CACHE_DIR="$tmp/cache"
 $BIN compile --format fp8_e5m2_tensor --arch sm_90 2> "$tmp/c1.log"; rc=$?
 t "compile --format fills the cache without a GPU" '[ $rc -eq 0 ] && grep -q "13 kernels in the cache $tmp/cache: 13 compiled, 0 already there" "$tmp/c1.log"'
 $BIN compile --format fp8_e5m2_tensor --arch sm_90 2> "$tmp/c2.log"
-t "a second compile finds them all" 'grep -q "13 compiled\|0 compiled, 13 already there" "$tmp/c2.log" && grep -q "0 compiled, 13 already there" "$tmp/c2.log"'
+t "a second compile finds them all" 'grep -q "0 compiled, 13 already there" "$tmp/c2.log"'
 t "cache ls counts them" '$BIN cache ls | grep -q ": 13 kernels"'
 f=$(ls "$tmp"/cache/*/*.bck | head -1); printf 'X' | dd of="$f" bs=1 seek=300 conv=notrunc 2>/dev/null
 $BIN cache verify > "$tmp/v.log"; rc=$?
