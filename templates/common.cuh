@@ -74,6 +74,26 @@ static __device__ __forceinline__ void bc_store_hp(BC_DTYPE_T *p, i64 i, float v
 #endif
 }
 
+#if BC_DTYPE != 0
+// Two fp32 -> packed bf16x2 / f16x2 (a in the low half), round to nearest even (the hardware
+// conversion on sm_80+); NaN -> the canonical 0x7FFF, as bc_store_hp writes it.
+static __device__ __forceinline__ u32 bc_pack2_hp(float a, float b) {
+  u32 d;
+#if BC_ARCH >= 80 && BC_DTYPE == 1
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(b), "f"(a));
+#elif BC_ARCH >= 80
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(b), "f"(a));
+#elif BC_DTYPE == 1
+  d = (u32)bc_bf16_from_f32(a) | ((u32)bc_bf16_from_f32(b) << 16);
+#else
+  d = (u32)bc_f16_from_f32(a) | ((u32)bc_f16_from_f32(b) << 16);
+#endif
+  if (a != a) d = (d & 0xFFFF0000u) | 0x7FFFu;
+  if (b != b) d = (d & 0x0000FFFFu) | 0x7FFF0000u;
+  return d;
+}
+#endif
+
 // 16 bytes of input -> BC_VEC floats (BC_VEC = 16 / sizeof(dtype)).
 static __device__ __forceinline__ void bc_unpack16(uint4 u, float *v) {
 #if BC_DTYPE == 0

@@ -38,13 +38,7 @@ ${KERNEL}(const u8 *__restrict__ q, i64 rows, i64 cols, i64 ld, const float *__r
 #else
         u32 h[4];
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
-#if BC_DTYPE == 1
-          h[j] = (u32)bc_bf16_from_f32(f[2 * j]) | ((u32)bc_bf16_from_f32(f[2 * j + 1]) << 16);
-#else
-          h[j] = (u32)bc_f16_from_f32(f[2 * j]) | ((u32)bc_f16_from_f32(f[2 * j + 1]) << 16);
-#endif
-        }
+        for (int j = 0; j < 4; j++) h[j] = bc_pack2_hp(f[2 * j], f[2 * j + 1]);
         *(uint4 *)(dst + c0) = make_uint4(h[0], h[1], h[2], h[3]);
 #endif
       } else {
