@@ -57,6 +57,8 @@ done
 export CUDA_HOME
 
 # ---- build -----------------------------------------------------------------------------------
+# development overrides must not leak into the ahead-of-time kernels or the tests' expectations
+unset BLOCKCAST_TUNING BLOCKCAST_SPEC_PATH
 B=${BUILD_DIR:-build}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 if [ ! -f "$B/.configured" ]; then

@@ -234,5 +234,8 @@ int main(void) {
     ok(st.nvrtc_compiles >= 3, "run-time spec compiled with NVRTC (%llu compiles)", (unsigned long long)st.nvrtc_compiles);
   }
   bc_ctx_destroy(ctx);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", cache);
+  if (system(cmd) != 0) diag("could not remove %s", cache);
   return done_testing();
 }
