@@ -58,7 +58,7 @@ export CUDA_HOME
 
 # ---- build -----------------------------------------------------------------------------------
 # development overrides must not leak into the ahead-of-time kernels or the tests' expectations
-unset BLOCKCAST_TUNING BLOCKCAST_SPEC_PATH
+unset BLOCKCAST_TUNING BLOCKCAST_SPEC_PATH BLOCKCAST_FAST_COMPILE
 B=${BUILD_DIR:-build}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 if [ ! -f "$B/.configured" ]; then

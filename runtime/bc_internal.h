@@ -86,6 +86,7 @@ BCI_HIDDEN uint64_t bci_cache_cap(void);
  * (compute_XX) for the newest arch NVRTC knows. */
 BCI_HIDDEN bc_status bci_jit_target(bc_ctx *ctx, const char *device_arch, char target[24]);
 BCI_HIDDEN void bci_nvrtc_options(const char *target, char archopt[64], const char *opts[BCI_NVRTC_NOPTS]);
+BCI_HIDDEN const char *bci_fast_compile_option(void);
 /* "nvrtc 13.0 archs sm_75 ... sm_120" */
 BCI_HIDDEN bc_status bci_nvrtc_fingerprint(bc_ctx *ctx, char *out, size_t n);
 /* generate + cache or compile: the image of kernel `name` for NVRTC target `target` */

@@ -21,7 +21,18 @@ void bci_nvrtc_options(const char *target, char archopt[64], const char *opts[NO
   opts[1] = "--std=c++17";
   opts[2] = "--fmad=false";
   opts[3] = "--no-cache";
-  opts[4] = "--device-int128";
+  opts[4] = bci_fast_compile_option();
+}
+
+/* NVRTC's --Ofast-compile level: "0" (full optimization) unless $BLOCKCAST_FAST_COMPILE names
+ * another (min, mid, max), an experiment knob: it is part of the cache key, and AOT kernels are
+ * bypassed while it is set. */
+const char *bci_fast_compile_option(void) {
+  const char *e = getenv("BLOCKCAST_FAST_COMPILE");
+  if (e && strcmp(e, "min") == 0) return "--Ofast-compile=min";
+  if (e && strcmp(e, "mid") == 0) return "--Ofast-compile=mid";
+  if (e && strcmp(e, "max") == 0) return "--Ofast-compile=max";
+  return "--Ofast-compile=0";
 }
 
 static void build_options(const char *arch, char archopt[64], const char *opts[NOPTS]) {

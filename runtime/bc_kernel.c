@@ -80,8 +80,10 @@ static bc_status kernel_get_locked(bc_ctx *ctx, const char *name, const bci_kern
   size_t image_len = 0;
   bci_launch launch;
   const bci_aot_entry *e = bci_aot_find(ctx, name, arch);
-  const char *tuning = getenv("BLOCKCAST_TUNING"); /* a tuning override bypasses the AOT set */
-  if (e && strcmp(e->spec_hash, hash) == 0 && !(tuning && *tuning)) {
+  /* experiment knobs (a tuning override, another NVRTC optimization level) bypass the AOT set */
+  const char *tuning = getenv("BLOCKCAST_TUNING");
+  int experiment = (tuning && *tuning) || strcmp(bci_fast_compile_option(), "--Ofast-compile=0") != 0;
+  if (e && strcmp(e->spec_hash, hash) == 0 && !experiment) {
     unsigned char sum[32];
     bci_sha256 sh;
     bci_sha256_init(&sh);

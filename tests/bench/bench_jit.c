@@ -54,7 +54,6 @@ int main(int argc, char **argv) {
   char dir[] = "/tmp/bc-bench-jit-XXXXXX";
   if (!mkdtemp(dir)) return 1;
   setenv("BLOCKCAST_CACHE_DIR", dir, 1);
-  unsetenv("BLOCKCAST_TUNING");
   int gpu = gpu_available();
   FILE *o = out ? fopen(out, "w") : NULL;
   char line[1024];
@@ -72,7 +71,8 @@ int main(int argc, char **argv) {
   bci_jit_target(ctx, arch, target);
   char fp[512];
   bci_nvrtc_fingerprint(ctx, fp, sizeof fp);
-  EMIT("arch %s, NVRTC target %s, %s\n\n", arch, target, fp);
+  EMIT("arch %s, NVRTC target %s, %s, %s%s%s\n\n", arch, target, fp, bci_fast_compile_option(),
+       getenv("BLOCKCAST_TUNING") ? ", tuning override " : "", getenv("BLOCKCAST_TUNING") ? getenv("BLOCKCAST_TUNING") : "");
 
   /* ---- cold compile: every kernel of two formats ---- */
   list l = { 0 };
