@@ -44,19 +44,6 @@ bc_status bci_cache_dir(bc_ctx *ctx, char *out, size_t n) {
   return bci_fail(ctx, BC_ERR_UNAVAILABLE, "no cache directory: set BLOCKCAST_CACHE_DIR, XDG_CACHE_HOME or HOME");
 }
 
-static int mkdir_p(const char *path) {
-  char p[1024];
-  snprintf(p, sizeof p, "%s", path);
-  for (char *s = p + 1; *s; s++) {
-    if (*s == '/') {
-      *s = 0;
-      if (mkdir(p, 0755) != 0 && errno != EEXIST) return -1;
-      *s = '/';
-    }
-  }
-  return (mkdir(p, 0755) != 0 && errno != EEXIST) ? -1 : 0;
-}
-
 static void entry_path(const char *dir, const char *key, char *out, size_t n, char *sub, size_t subn) {
   snprintf(sub, subn, "%s/%.2s", dir, key);
   snprintf(out, n, "%s/%.2s/%s.bck", dir, key, key);
@@ -227,7 +214,7 @@ void bci_cache_write(bc_ctx *ctx, const char *key, const void *data, size_t len)
   char dir[900], sub[1000], path[1100], tmp[1200];
   if (bci_cache_dir(NULL, dir, sizeof dir) != BC_OK) return;
   entry_path(dir, key, path, sizeof path, sub, sizeof sub);
-  if (mkdir_p(sub) != 0) return;
+  if (bci_mkdir_p(sub) != 0) return;
   static unsigned counter; /* only makes temp names unique within a process; pid + tid do the rest */
   snprintf(tmp, sizeof tmp, "%s.%ld.%lu.%u.tmp", path, (long)getpid(), (unsigned long)pthread_self(),
            __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));

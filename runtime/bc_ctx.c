@@ -67,6 +67,19 @@ char *bci_strdup(const char *s) {
   return p;
 }
 
+int bci_mkdir_p(const char *path) {
+  char p[1024];
+  if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) return -1;
+  for (char *s = p + 1; *s; s++) {
+    if (*s == '/') {
+      *s = 0;
+      if (mkdir(p, 0755) != 0 && errno != EEXIST) return -1;
+      *s = '/';
+    }
+  }
+  return (mkdir(p, 0755) != 0 && errno != EEXIST) ? -1 : 0;
+}
+
 bc_status bci_read_file(bc_ctx *ctx, const char *path, char **out, size_t *len) {
   FILE *f = fopen(path, "rb");
   if (!f) return bci_fail(ctx, BC_ERR_ARG, "cannot open '%s': %s", path, strerror(errno));

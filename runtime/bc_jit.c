@@ -96,7 +96,7 @@ static void dump_source(const char *name, const char *arch, const char *src, cha
     snprintf(d, sizeof d, "%s/blockcast-dump", tmp && *tmp ? tmp : "/tmp");
     dir = d;
   }
-  mkdir(dir, 0755);
+  bci_mkdir_p(dir);
   char tmpname[800];
   snprintf(path, pathsz, "%s/%s.%s.cu", dir, name, arch);
   snprintf(tmpname, sizeof tmpname, "%s.%ld.tmp", path, (long)getpid());

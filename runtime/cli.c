@@ -30,20 +30,6 @@ static int die(bc_ctx *ctx, bc_status s, const char *what) {
   return 1;
 }
 
-static int mkdirs(const char *path) {
-  char p[1024];
-  snprintf(p, sizeof p, "%s", path);
-  for (char *s = p + 1; *s; s++) {
-    if (*s == '/') {
-      *s = 0;
-      if (mkdir(p, 0755) != 0 && errno != EEXIST) return -1;
-      *s = '/';
-    }
-  }
-  if (mkdir(p, 0755) != 0 && errno != EEXIST) return -1;
-  return 0;
-}
-
 /* write only when the contents differ; temp file + rename. 1 written, 0 unchanged, -1 error */
 static int write_if_changed(const char *path, const void *data, size_t n) {
   FILE *f = fopen(path, "rb");
@@ -173,7 +159,7 @@ static int cmd_gen(bc_ctx *ctx, int argc, char **argv) {
     if (s != BC_OK) return die(ctx, s, "gen");
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/%s", out, archs[a]);
-    if (mkdirs(dir) != 0) { fprintf(stderr, "blockcast gen: cannot create %s: %s\n", dir, strerror(errno)); return 1; }
+    if (bci_mkdir_p(dir) != 0) { fprintf(stderr, "blockcast gen: cannot create %s: %s\n", dir, strerror(errno)); return 1; }
     for (size_t i = 0; i < ns.n; i++) {
       char *src;
       size_t len;
@@ -319,7 +305,7 @@ static int cmd_aot(bc_ctx *ctx, int argc, char **argv) {
   }
   if (!out || !objdir || narch == 0) { fprintf(stderr, "blockcast aot: --out, --objdir and --arch are required\n%s", usage); return 2; }
   if (jobs < 1) jobs = 1;
-  if (mkdirs(objdir) != 0) { fprintf(stderr, "blockcast aot: cannot create %s\n", objdir); return 1; }
+  if (bci_mkdir_p(objdir) != 0) { fprintf(stderr, "blockcast aot: cannot create %s\n", objdir); return 1; }
   char fp[1024];
   bc_status s = bci_nvrtc_fingerprint(ctx, fp, sizeof fp);
   if (s != BC_OK) return die(ctx, s, "aot");
