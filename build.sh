@@ -77,7 +77,7 @@ if [ "$cmd" = fuzz ]; then
   F="$B/fuzz"
   mk B="$F" CC=clang SAN_FLAGS="$SAN -fsanitize=fuzzer-no-link" AOT_BLOB="$B/aot/kernels.bcar" fuzz
   status=0
-  for t in spec args aot; do
+  for t in spec args aot cache; do
     work="$F/corpus/$t"; art="$F/crashes/$t"
     mkdir -p "$work" "$art"
     echo "fuzz $t: ${secs}s (corpus tests/fuzz/corpus/$t, new inputs in $work)"

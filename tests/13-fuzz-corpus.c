@@ -43,5 +43,29 @@ int main(void) {
   ok(n > 0, "args target: %d corpus inputs replayed", n);
   n = replay("aot", fuzz_aot_one);
   ok(n > 0, "aot target: %d corpus inputs replayed", n);
+  n = replay("cache", fuzz_cache_one);
+  ok(n > 0, "cache target: %d corpus inputs replayed", n);
+  /* the seeds reach the whole reader: the valid one is a hit, its flipped copy a miss */
+  const char *kinds[2] = { "valid", "flipped" };
+  for (int i = 0; i < 2; i++) {
+    char path[128];
+    snprintf(path, sizeof path, "tests/fuzz/corpus/cache/%s", kinds[i]);
+    FILE *f = fopen(path, "rb");
+    static uint8_t b[1 << 16];
+    size_t len = f ? fread(b, 1, sizeof b, f) : 0;
+    if (f) fclose(f);
+    fuzz_cache_one(b, len);
+    void *out = NULL;
+    size_t ol = 0;
+    int hit = bci_cache_read(NULL, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", &out, &ol);
+    free(out);
+    ok(hit == (i == 0), "cache seed '%s' is a %s", kinds[i], i == 0 ? "hit" : "miss");
+  }
+  const char *dir = getenv("BLOCKCAST_CACHE_DIR"); /* set by the cache target */
+  if (dir && strncmp(dir, "/tmp/bc-fuzz-cache-", 19) == 0) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) diag("could not remove %s", dir);
+  }
   return done_testing();
 }

@@ -4,12 +4,14 @@
  *   args: bytes decoded into calls of every public entry point with fuzzed shapes, strides,
  *         dtypes, pointers, formats, names and values (host pointers only: no device memory)
  *   aot:  bytes as an AOT kernel archive -> the archive reader
+ *   cache: bytes as a disk-cache file -> the cache reader (a miss or a verified hit, never a crash)
  * Each returns 0; a bug shows as a crash, a sanitizer report, or abort() on a broken invariant
  * (a failed call must leave a message). Run without a GPU driver: valid GPU calls then stop at
  * BC_ERR_UNAVAILABLE before touching memory. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bc_internal.h"
 
@@ -199,5 +201,35 @@ static inline int fuzz_aot_one(const uint8_t *d, size_t n) {
     free(es);
   }
   free(buf);
+  return 0;
+}
+
+/* The cache target writes the bytes as the cache file of a fixed key in a private directory,
+ * then reads it back through bci_cache_read. The first 64 bytes of a valid file are its own
+ * key, so inputs that start with "BCCACHE1" + this key reach the checksum. */
+static inline int fuzz_cache_one(const uint8_t *d, size_t n) {
+  static char dir[64];
+  static const char key[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+  if (!dir[0]) {
+    snprintf(dir, sizeof dir, "/tmp/bc-fuzz-cache-%ld", (long)getpid());
+    setenv("BLOCKCAST_CACHE_DIR", dir, 1);
+  }
+  char sub[128], path[256];
+  snprintf(sub, sizeof sub, "%s/01", dir);
+  snprintf(path, sizeof path, "%s/%s.bck", sub, key);
+  if (bci_mkdir_p(sub) != 0) return 0;
+  FILE *f = fopen(path, "wb");
+  if (!f) return 0;
+  if (n) fwrite(d, 1, n, f);
+  fclose(f);
+  void *buf = NULL;
+  size_t len = 0;
+  if (bci_cache_read(NULL, key, &buf, &len)) {
+    /* a hit must be exactly the payload of a well-formed file */
+    if (n < 112 + len || memcmp(d, "BCCACHE1", 8) != 0) abort();
+    volatile unsigned sum = 0;
+    for (size_t i = 0; i < len; i++) sum += ((unsigned char *)buf)[i];
+    free(buf);
+  }
   return 0;
 }
