@@ -229,6 +229,7 @@ static inline int fuzz_cache_one(const uint8_t *d, size_t n) {
     if (n < 112 + len || memcmp(d, "BCCACHE1", 8) != 0) abort();
     volatile unsigned sum = 0;
     for (size_t i = 0; i < len; i++) sum += ((unsigned char *)buf)[i];
+    (void)sum;
     free(buf);
   }
   return 0;
