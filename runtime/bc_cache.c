@@ -211,15 +211,10 @@ uint64_t bci_cache_cap(void) {
 
 /* Best effort: a failure to write is not an error (the kernel is used anyway). */
 void bci_cache_write(bc_ctx *ctx, const char *key, const void *data, size_t len) {
-  char dir[900], sub[1000], path[1100], tmp[1200];
+  char dir[900], sub[1000], path[1100];
   if (bci_cache_dir(NULL, dir, sizeof dir) != BC_OK) return;
   entry_path(dir, key, path, sizeof path, sub, sizeof sub);
   if (bci_mkdir_p(sub) != 0) return;
-  static unsigned counter; /* only makes temp names unique within a process; pid + tid do the rest */
-  snprintf(tmp, sizeof tmp, "%s.%ld.%lu.%u.tmp", path, (long)getpid(), (unsigned long)pthread_self(),
-           __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return;
   unsigned char hdr[HEADER];
   memcpy(hdr, MAGIC, 8);
   memcpy(hdr + 8, key, 64);
@@ -229,18 +224,7 @@ void bci_cache_write(bc_ctx *ctx, const char *key, const void *data, size_t len)
   bci_sha256_init(&s);
   bci_sha256_update(&s, data, len);
   bci_sha256_final(&s, hdr + 80);
-  int ok = write(fd, hdr, HEADER) == HEADER;
-  size_t put = 0;
-  while (ok && put < len) {
-    ssize_t w = write(fd, (const char *)data + put, len - put);
-    if (w <= 0) ok = 0;
-    else put += (size_t)w;
-  }
-  ok &= close(fd) == 0;
-  if (!ok || rename(tmp, path) != 0) {
-    unlink(tmp);
-    return;
-  }
+  if (bci_write_atomic(path, hdr, HEADER, data, len) != 0) return;
   if (ctx) ctx->stats.cache_writes++;
   bci_cache_scan(dir, NULL, NULL, bci_cache_cap());
 }

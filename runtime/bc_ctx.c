@@ -3,7 +3,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "bc_internal.h"
 
@@ -78,6 +80,35 @@ int bci_mkdir_p(const char *path) {
     }
   }
   return (mkdir(p, 0755) != 0 && errno != EEXIST) ? -1 : 0;
+}
+
+/* Write a then b to path through a unique temporary file in the same directory and a rename,
+ * so a reader sees the old file or the whole new one, never a torn one; 0 or -1. */
+int bci_write_atomic(const char *path, const void *a, size_t an, const void *b, size_t bn) {
+  static unsigned counter; /* unique within a process; pid and thread id do the rest */
+  char tmp[4200];
+  if (snprintf(tmp, sizeof tmp, "%s.%ld.%lu.%u.tmp", path, (long)getpid(), (unsigned long)pthread_self(),
+               __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED)) >= (int)sizeof tmp)
+    return -1;
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return -1;
+  const void *part[2] = { a, b };
+  size_t len[2] = { an, bn };
+  int ok = 1;
+  for (int i = 0; i < 2 && ok; i++) {
+    size_t put = 0;
+    while (ok && put < len[i]) {
+      ssize_t w = write(fd, (const char *)part[i] + put, len[i] - put);
+      if (w <= 0) ok = 0;
+      else put += (size_t)w;
+    }
+  }
+  ok &= close(fd) == 0;
+  if (!ok || rename(tmp, path) != 0) {
+    unlink(tmp);
+    return -1;
+  }
+  return 0;
 }
 
 bc_status bci_read_file(bc_ctx *ctx, const char *path, char **out, size_t *len) {

@@ -178,6 +178,8 @@ BCI_HIDDEN bc_status bci_format_add(bc_ctx *ctx, bc_format *f);
 BCI_HIDDEN bc_status bci_check_tensor(bc_ctx *ctx, const char *fn, const char *arg, const bc_tensor *x, int64_t *ld);
 BCI_HIDDEN bc_status bci_check_format(bc_ctx *ctx, const bc_format *fmt, const char *argname);
 BCI_HIDDEN char *bci_strdup(const char *s);
+/* a then b into path via a unique temp file + rename (no torn files); 0 or -1 */
+BCI_HIDDEN int bci_write_atomic(const char *path, const void *a, size_t an, const void *b, size_t bn);
 /* mkdir -p; 0 or -1 (errno set) */
 BCI_HIDDEN int bci_mkdir_p(const char *path);
 BCI_HIDDEN bc_status bci_read_file(bc_ctx *ctx, const char *path, char **out, size_t *len);

@@ -97,21 +97,8 @@ static void dump_source(const char *name, const char *arch, const char *src, cha
     dir = d;
   }
   bci_mkdir_p(dir);
-  char tmpname[800];
   snprintf(path, pathsz, "%s/%s.%s.cu", dir, name, arch);
-  snprintf(tmpname, sizeof tmpname, "%s.%ld.tmp", path, (long)getpid());
-  FILE *f = fopen(tmpname, "wb");
-  if (!f) {
-    path[0] = 0;
-    return;
-  }
-  size_t n = strlen(src);
-  int ok = fwrite(src, 1, n, f) == n;
-  ok &= fclose(f) == 0;
-  if (!ok || rename(tmpname, path) != 0) {
-    unlink(tmpname);
-    path[0] = 0;
-  }
+  if (bci_write_atomic(path, src, strlen(src), NULL, 0) != 0) path[0] = 0;
 }
 
 /* Append the generated-source lines around `file(line)` from an NVRTC log line. */

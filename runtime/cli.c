@@ -30,7 +30,7 @@ static int die(bc_ctx *ctx, bc_status s, const char *what) {
   return 1;
 }
 
-/* write only when the contents differ; temp file + rename. 1 written, 0 unchanged, -1 error */
+/* write only when the contents differ (atomically). 1 written, 0 unchanged, -1 error */
 static int write_if_changed(const char *path, const void *data, size_t n) {
   FILE *f = fopen(path, "rb");
   if (f) {
@@ -45,17 +45,7 @@ static int write_if_changed(const char *path, const void *data, size_t n) {
     fclose(f);
     if (same) return 0;
   }
-  char tmp[1100];
-  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-  f = fopen(tmp, "wb");
-  if (!f) return -1;
-  int ok = fwrite(data, 1, n, f) == n;
-  ok &= fclose(f) == 0;
-  if (!ok || rename(tmp, path) != 0) {
-    unlink(tmp);
-    return -1;
-  }
-  return 1;
+  return bci_write_atomic(path, data, n, NULL, 0) == 0 ? 1 : -1;
 }
 
 /* ---- list ---- */
@@ -430,12 +420,9 @@ static int cmd_aot(bc_ctx *ctx, int argc, char **argv) {
     free(bin);
   }
 #undef PUT
-  char tmp[1100];
-  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", out, (long)getpid());
-  FILE *f = fopen(tmp, "wb");
-  if (!f || fwrite(buf, 1, n, f) != n || fclose(f) != 0 || rename(tmp, out) != 0) {
-    fprintf(stderr, "blockcast aot: cannot write %s\n", out);
-    unlink(tmp);
+  if (bci_write_atomic(out, buf, n, NULL, 0) != 0) {
+    fprintf(stderr, "blockcast aot: cannot write %s: %s\n", out, strerror(errno));
+    free(buf);
     return 1;
   }
   free(buf);

@@ -207,12 +207,20 @@ static inline int fuzz_aot_one(const uint8_t *d, size_t n) {
 /* The cache target writes the bytes as the cache file of a fixed key in a private directory,
  * then reads it back through bci_cache_read. The first 64 bytes of a valid file are its own
  * key, so inputs that start with "BCCACHE1" + this key reach the checksum. */
+static char fz_cache_dir[64];
+static void fz_cache_cleanup(void) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", fz_cache_dir);
+  if (system(cmd) != 0) return;
+}
+
 static inline int fuzz_cache_one(const uint8_t *d, size_t n) {
-  static char dir[64];
+  const char *dir = fz_cache_dir;
   static const char key[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-  if (!dir[0]) {
-    snprintf(dir, sizeof dir, "/tmp/bc-fuzz-cache-%ld", (long)getpid());
-    setenv("BLOCKCAST_CACHE_DIR", dir, 1);
+  if (!fz_cache_dir[0]) {
+    snprintf(fz_cache_dir, sizeof fz_cache_dir, "/tmp/bc-fuzz-cache-%ld", (long)getpid());
+    setenv("BLOCKCAST_CACHE_DIR", fz_cache_dir, 1);
+    atexit(fz_cache_cleanup);
   }
   char sub[128], path[256];
   snprintf(sub, sizeof sub, "%s/01", dir);
