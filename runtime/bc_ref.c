@@ -1,7 +1,8 @@
 /* bc_ref.c: the CPU reference, written from the rules in DESIGN.md and not from the templates:
  * encode picks the nearest finite code by searching the element's value table (ties to the even
  * code), decode reads the layout; scales follow scale_from_amax step by step in fp32.
- * Compiled with -ffp-contract=off so that every fp32 operation rounds once, as on the GPU. */
+ * Compiled with -ffp-contract=off so that every fp32 operation rounds once, as on the GPU.
+ * Block formats (1x128 / 128x128, MX, NVFP4) are in bc_ref_block.c, which uses the helpers here. */
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -106,6 +107,13 @@ static void store_hp(const bc_tensor *x, int64_t ld, int64_t r, int64_t c, float
   }
 }
 
+/* ---- for the block formats' reference (bc_ref_block.c) ---- */
+
+float bci_ref_load(const bc_tensor *x, int64_t ld, int64_t r, int64_t c) { return load_hp(x, ld, r, c); }
+void bci_ref_store(const bc_tensor *x, int64_t ld, int64_t r, int64_t c, float v) { store_hp(x, ld, r, c, v); }
+unsigned bci_ref_encode(const bci_element *e, float x) { return ref_encode(e, x); }
+float bci_ref_decode(const bci_element *e, unsigned code) { return ref_decode(e, code); }
+
 /* ---- scale ---- */
 
 static void scale_from_amax(const bc_format *f, float amax, float *scale, float *scale_inv) {
@@ -157,7 +165,7 @@ bc_status bc_ref_scale(bc_ctx *ctx, const bc_format *fmt, float amax, float *sca
   return BC_OK;
 }
 
-static float ref_amax(const bc_tensor *x, int64_t ld) {
+float bci_ref_amax(const bc_tensor *x, int64_t ld) {
   float m = 0.0f;
   for (int64_t r = 0; r < x->rows; r++)
     for (int64_t c = 0; c < x->cols; c++) {
@@ -174,7 +182,7 @@ bc_status bc_ref_amax(bc_ctx *ctx, const bc_tensor *x, float *amax) {
   bc_status s = bci_check_tensor(ctx, "bc_ref_amax", "x", x, &ld);
   if (s != BC_OK) return s;
   if (!amax) return bci_fail(ctx, BC_ERR_ARG, "bc_ref_amax: argument 'amax' is NULL");
-  *amax = ref_amax(x, ld);
+  *amax = bci_ref_amax(x, ld);
   return BC_OK;
 }
 
@@ -187,12 +195,13 @@ static bc_status ref_cast(bc_ctx *ctx, const char *fn, const bc_tensor *x, bc_qt
   if (q->rows != x->rows || q->cols != x->cols)
     return bci_fail(ctx, BC_ERR_ARG, "%s: q has shape [%lld, %lld] but x has [%lld, %lld]", fn, (long long)q->rows,
                     (long long)q->cols, (long long)x->rows, (long long)x->cols);
+  if (q->format->block != BC_BLOCK_TENSOR) return bci_ref_block_cast(ctx, fn, x, ld, q, current);
   if (!q->scale || (current && !q->amax)) return bci_fail(ctx, BC_ERR_ARG, "%s: q->scale (and q->amax for current scaling) must be set", fn);
   if (!q->rowwise_data && !q->columnwise_data) return bci_fail(ctx, BC_ERR_ARG, "%s: q has no direction to write", fn);
   const bci_element *e = &q->format->elem;
   if (current) {
     float si;
-    *q->amax = ref_amax(x, ld);
+    *q->amax = bci_ref_amax(x, ld);
     scale_from_amax(q->format, *q->amax, q->scale, &si);
   }
   float scale = *q->scale, si = 1.0f / scale;
@@ -226,6 +235,7 @@ bc_status bc_ref_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction dir, 
   bci_clear_error(ctx);
   bc_status s = bci_check_format(ctx, q ? q->format : NULL, "q->format");
   if (s != BC_OK) return s;
+  if (q->format->block != BC_BLOCK_TENSOR) return bci_ref_block_dequantize(ctx, q, dir, out);
   int64_t ld;
   s = bci_check_tensor(ctx, "bc_ref_dequantize", "out", out, &ld);
   if (s != BC_OK) return s;
