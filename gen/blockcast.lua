@@ -67,8 +67,39 @@ function M.load_elements(file, text)
   return true
 end
 
+-- The kernels of a block-scaled format: quantize (row, col, rowcol) x dtype from one template
+-- (quantize_block.cu), dequantize x dtype x direction (dequantize_block.cu), the scale swizzle.
+local function plan_block_format(f)
+  local n = f.name
+  local ks = {}
+  for _, dt in ipairs(M.DTYPES) do
+    for _, dir in ipairs(M.DIRECTIONS) do
+      local rw, cw = dir ~= "col", dir ~= "row"
+      if (not rw or f.rowwise) and (not cw or f.columnwise) then
+        ks[#ks + 1] = { name = string.format("bc_quantize_%s__%s__%s", n, dt, dir), family = "quantize",
+                        dtype = dt, dir = dir, rowwise = rw, columnwise = cw, format = f,
+                        template = "quantize_block.cu", tuning = "quantize_block" }
+      end
+    end
+  end
+  for _, dt in ipairs(M.DTYPES) do
+    for _, dir in ipairs({ "row", "col" }) do
+      if f[dir == "row" and "rowwise" or "columnwise"] then
+        ks[#ks + 1] = { name = string.format("bc_dequantize_%s__%s__%s", n, dt, dir), family = "dequantize", dtype = dt,
+                        dir = dir, format = f, template = "dequantize_block.cu", tuning = "dequantize_block" }
+      end
+    end
+  end
+  ks[#ks + 1] = { name = string.format("bc_swizzle_%s", n), family = "swizzle", format = f, template = "swizzle.cu",
+                  tuning = "dequantize_block" }
+  for _, k in ipairs(ks) do add_kernel(k) end
+  f.kernels = ks
+  return ks
+end
+
 -- The kernels of one format: name, family, input dtype, direction.
 function M.plan_format(f)
+  if type(f.block) == "table" then return plan_block_format(f) end
   local n = f.name
   local ks = {}
   for _, dt in ipairs(M.DTYPES) do
@@ -141,7 +172,7 @@ local TUNING_SCHEMA = {
   type = "table",
   fields = {},
 }
-for _, fam in ipairs({ "amax", "quantize_row", "quantize_tile", "dequantize" }) do
+for _, fam in ipairs({ "amax", "quantize_row", "quantize_tile", "dequantize", "quantize_block", "dequantize_block" }) do
   TUNING_SCHEMA.fields[fam] = {
     type = "table", required = true,
     fields = {
@@ -200,17 +231,40 @@ function M.kernel_names(arch, format_name)
   return out
 end
 
+-- The tile of a block quantize kernel: the tuned tile, grown to whole blocks of every direction
+-- it writes (rowwise 1xN: N columns; columnwise Nx1: N rows; 2D NxN: both).
+local function block_tile(k, t)
+  local b = k.format.block
+  local tr, tc = t.tile_rows or 64, t.tile_cols or 64
+  local need_r = (k.columnwise or b.rows > 1) and (b.rows > 1 and b.rows or b.cols) or 1
+  local need_c = (k.rowwise or b.rows > 1) and b.cols or 1
+  while tr % need_r ~= 0 do tr = tr * 2 end
+  while tc % need_c ~= 0 do tc = tc * 2 end
+  if tr < need_r then tr = need_r end
+  if tc < need_c then tc = need_c end
+  return tr, tc
+end
+
 -- Launch parameters of a kernel for an arch: the host computes grids from these.
 function M.launch(name, arch)
   local k = kernel(name)
   local t = M.tuning(arch)[k.tuning]
   local vec = k.dtype and (16 // DTYPE_SIZE[k.dtype]) or 16
-  if k.family == "dequantize" then vec = 8 end
-  return {
+  if k.family == "dequantize" and not k.dir then vec = 8 end
+  local L = {
     threads = t.threads, unroll = t.unroll or 1, blocks_per_sm = t.blocks_per_sm or 1,
     tile_rows = t.tile_rows or 1, tile_cols = t.tile_cols or 1, col_vec = t.col_vec or 1, vec = vec,
-    min_blocks = t.min_blocks or 1, store_cs = t.store_cs and 1 or 0,
+    min_blocks = t.min_blocks or 1, store_cs = t.store_cs and 1 or 0, smem = 0,
   }
+  if k.template == "quantize_block.cu" then
+    local b = k.format.block
+    L.tile_rows, L.tile_cols = block_tile(k, t)
+    -- the staged input tile (rows padded by 16 bytes against bank conflicts), then the 2D block amaxes
+    local row_bytes = L.tile_cols * DTYPE_SIZE[k.dtype] + 16
+    L.smem = L.tile_rows * row_bytes
+    if b.rows > 1 then L.smem = L.smem + 4 * (L.tile_rows // b.rows) * (L.tile_cols // b.cols) end
+  end
+  return L
 end
 
 -- Restate a spec table as comment lines, keys sorted.
@@ -234,29 +288,32 @@ local function restate(v, indent, out)
   end
 end
 
-local function element_defines(e, sm, defs)
-  local function d(name, value) defs[#defs + 1] = string.format("#define %-28s %s", name, value) end
-  d("BC_ELEM_BITS", render.cint(e.bits))
-  d("BC_ELEM_MBITS", render.cint(e.mantissa_bits))
-  d("BC_ELEM_BIAS", render.cint(e.bias))
-  d("BC_ELEM_SIGNED", e.signed and "1" or "0")
-  d("BC_ELEM_MAX_CODE", string.format("0x%02Xu", e.max_code))
-  d("BC_ELEM_MAX_FINITE", render.cfloat(e.max_finite))
-  d("BC_ELEM_HAS_NAN", #e.nan_codes > 0 and "1" or "0")
-  d("BC_ELEM_NAN_ENCODE", string.format("0x%02Xu", e.nan_encode or 0))
+local function element_defines(e, sm, defs, prefix)
+  prefix = prefix or "BC_ELEM"
+  local function d(name, value) defs[#defs + 1] = string.format("#define %-28s %s", prefix .. name, value) end
+  d("_BITS", render.cint(e.bits))
+  d("_MBITS", render.cint(e.mantissa_bits))
+  d("_BIAS", render.cint(e.bias))
+  d("_SIGNED", e.signed and "1" or "0")
+  d("_SUBNORMALS", e.subnormals == false and "0" or "1")
+  d("_MAX_CODE", string.format("0x%02Xu", e.max_code))
+  d("_MAX_FINITE", render.cfloat(e.max_finite))
+  d("_HAS_NAN", #e.nan_codes > 0 and "1" or "0")
+  d("_NAN_ENCODE", string.format("0x%02Xu", e.nan_encode or 0))
   local function code_test(codes)
     if #codes == 0 then return "0" end
     local parts = {}
     for i, c in ipairs(codes) do parts[i] = string.format("(c) == 0x%02Xu", c) end
     return "(" .. table.concat(parts, " || ") .. ")"
   end
-  d("BC_ELEM_IS_NAN(c)", code_test(e.nan_codes))
-  d("BC_ELEM_IS_INF(c)", code_test(e.inf_codes))
+  d("_IS_NAN(c)", code_test(e.nan_codes))
+  d("_IS_INF(c)", code_test(e.inf_codes))
+  if prefix ~= "BC_ELEM" then return "none" end
   local hw = e.hw_cvt and sm >= e.hw_cvt.min_sm
-  d("BC_ELEM_HW_CVT", hw and "1" or "0")
+  defs[#defs + 1] = string.format("#define %-28s %s", "BC_ELEM_HW_CVT", hw and "1" or "0")
   -- every value of the element is an fp16 value: decode may go through cvt.rn.f16x2.<ptx>
   local f16_exact = e.mantissa_bits <= 10 and 1 - e.bias - e.mantissa_bits >= -24 and e.max_finite <= 65504
-  d("BC_ELEM_F16_EXACT", f16_exact and "1" or "0")
+  defs[#defs + 1] = string.format("#define %-28s %s", "BC_ELEM_F16_EXACT", f16_exact and "1" or "0")
   return hw and e.hw_cvt.ptx or "none"
 end
 
@@ -315,6 +372,7 @@ function M.generate(name, arch)
   if k.dtype then
     d("BC_DTYPE", render.cint(DTYPE_CODE[k.dtype]))
     d("BC_DTYPE_T", DTYPE_CTYPE[k.dtype])
+    d("BC_DTYPE_SIZE", render.cint(DTYPE_SIZE[k.dtype]))
   end
   if k.family == "quantize" then
     d("BC_ROWWISE", k.rowwise and "1" or "0")
@@ -325,6 +383,41 @@ function M.generate(name, arch)
     d("BC_SCALE_POW2", f.scale.pow2 and "1" or "0")
     -- per-tensor scaling: an Inf scale becomes FLT_MAX, or the input dtype's max finite value
     d("BC_SCALE_INF_VALUE", f.scale.inf_value == "flt_max" and "3.40282346638528859812e+38f" or "BC_DTYPE_MAX")
+  end
+  if f and type(f.block) == "table" then
+    local b = f.block
+    local RULES = { amax = 0, rceil = 1, floor = 2, two_level = 3 }
+    d("BC_BLOCK_FORMAT", "1")
+    d("BC_BR", render.cint(b.rows))
+    d("BC_BC", render.cint(b.cols))
+    d("BC_2D", b.rows > 1 and "1" or "0")
+    d("BC_CBR", render.cint(b.rows > 1 and b.rows or b.cols))  -- rows of a columnwise block in the input
+    d("BC_RULE", render.cint(RULES[f.scale.rule]))
+    d("BC_SCALE_BYTES", f.scale.type == "fp32" and "4" or "1")
+    -- floor rule: emax of the element, floor(log2(max_finite))
+    local emax = 0
+    while 2.0 ^ (emax + 1) <= e.max_finite do emax = emax + 1 end
+    d("BC_ELEM_EMAX", render.cint(emax))
+    if f.selem then
+      element_defines(f.selem, sm, defs, "BC_SELEM")
+      -- two-level: S_enc = scale_max * elem_max / global_amax (2688 for ue4m3 x e2m1)
+      d("BC_TWO_LEVEL_NUM", render.cfloat(f.selem.max_finite * e.max_finite))
+    end
+    d("BC_PACK_HIGH_FIRST", f.packing == "high_first" and "1" or "0")
+    d("BC_SR_ALLOWED", f.stochastic_rounding and "1" or "0")
+    d("BC_COL_TRANSPOSED", (f.columnwise and f.columnwise.layout == "transposed") and "1" or "0")
+    if k.family == "quantize" then
+      d("BC_TR", render.cint(L.tile_rows))
+      d("BC_TC", render.cint(L.tile_cols))
+    end
+    if k.family == "dequantize" then
+      local row = k.dir == "row"
+      d("BC_DEQ_ROWWISE", row and "1" or "0")
+      -- the view's block: rowwise (rows, cols); columnwise 1D (1, cols), 2D (cols, rows)
+      d("BC_VBR", render.cint(row and b.rows or (b.rows > 1 and b.cols or 1)))
+      d("BC_VBC", render.cint(row and b.cols or (b.rows > 1 and b.rows or b.cols)))
+      d("BC_DATA_IS_VIEW", (row or f.columnwise.layout == "transposed") and "1" or "0")
+    end
   end
   for _, l in ipairs(defs) do out[#out + 1] = l end
   out[#out + 1] = ""

@@ -26,6 +26,7 @@ M.element_schema = {
     inf_codes     = code_list,
     nan_codes     = code_list,
     nan_encode    = { type = "integer", min = 0, max = 255 },
+    subnormals    = { type = "boolean", default = true },
     hw_cvt        = {
       type = "table",
       fields = {
@@ -43,7 +44,7 @@ local function layout_value(e, code)
   if e.signed and (code >> (e.bits - 1)) & 1 == 1 then sign = -1 end
   local ex = (code >> mb) & ((1 << eb) - 1)
   local man = code & ((1 << mb) - 1)
-  if ex == 0 then
+  if ex == 0 and e.subnormals ~= false then
     return sign * man * 2.0 ^ (1 - e.bias - mb)
   end
   return sign * (1 + man / (1 << mb)) * 2.0 ^ (ex - e.bias)
@@ -80,8 +81,9 @@ local function check_element(name, e, src)
     if special[e.nan_encode] ~= "nan_codes" then
       field_fail(src, p("nan_encode"), "one of the element's nan_codes", string.format("0x%02X", e.nan_encode))
     end
-  elseif e.nan_encode ~= nil then
-    field_fail(src, p("nan_encode"), "nothing (the element has no nan_codes)", describe(e.nan_encode))
+  elseif e.nan_encode ~= nil and (e.nan_encode >= ncodes or special[e.nan_encode]) then
+    field_fail(src, p("nan_encode"), string.format("a finite code below %d (the element has no NaN: the code a NaN input becomes)", ncodes),
+      string.format("0x%02X", e.nan_encode))
   end
   -- the largest finite positive code must have the value max_finite
   local maxcode, maxval = nil, -1
@@ -104,6 +106,7 @@ local function check_element(name, e, src)
     end
   end
   e.max_code = maxcode
+  if e.nan_encode == nil then e.nan_encode = maxcode end  -- no NaN: a NaN input becomes +max
   e.name = name
   return e
 end
@@ -126,6 +129,26 @@ end
 -- format specs
 -------------------------------------------------------------------------------
 
+local scale_layout = {
+  type = "table", required = true,
+  fields = {
+    order    = { type = "string", required = true, enum = { "rowmajor", "transposed" } },
+    pad_rows = { type = "integer", default = 1, min = 1, max = 1024 },
+    pad_cols = { type = "integer", default = 1, min = 1, max = 1024 },
+    index    = { type = "string", default = "block", enum = { "block", "row" } },
+  },
+}
+
+local function direction(layouts)
+  return {
+    type = "table",
+    fields = {
+      layout = { type = "string", required = true, enum = layouts },
+      scale_layout = { type = "table", fields = scale_layout.fields },
+    },
+  }
+end
+
 M.format_schema = {
   type = "table",
   fields = {
@@ -146,23 +169,86 @@ M.format_schema = {
     scale = {
       type = "table", required = true,
       fields = {
-        type      = { type = "string", required = true, enum = { "fp32" } },
-        rule      = { type = "string", required = true, enum = { "amax" } },
+        type      = { type = "string", required = true, pattern = "^[a-z][a-z0-9_]*$",
+                      pattern_doc = "\"fp32\" or an 8-bit element of specs/elements.lua (e8m0, ue4m3)" },
+        rule      = { type = "string", required = true, enum = { "amax", "rceil", "floor", "two_level" } },
         eps       = { type = "number", default = 0, min = 0 },
         pow2      = { type = "boolean", default = false },
-        inf_value = { type = "string", default = "flt_max", enum = { "flt_max" } },
+        inf_value = { type = "string", default = "flt_max", enum = { "flt_max", "dtype_max" } },
       },
     },
-    rowwise = {
-      type = "table",
-      fields = { layout = { type = "string", required = true, enum = { "rowmajor" } } },
-    },
-    columnwise = {
-      type = "table",
-      fields = { layout = { type = "string", required = true, enum = { "transposed" } } },
-    },
+    packing     = { type = "string", enum = { "low_first", "high_first" } },
+    stochastic_rounding = { type = "boolean", default = false },
+    rowwise     = direction({ "rowmajor" }),
+    columnwise  = direction({ "transposed", "rowmajor" }),
   },
 }
+
+local function is_pow2(n) return n > 0 and n & (n - 1) == 0 end
+
+-- The checks that need more than one field of a block-scaled format.
+local function check_block(f, e, src, elements)
+  local b = f.block
+  if b.rows ~= 1 and b.rows ~= b.cols then
+    fail(string.format("%s: field 'block': %dx%d blocks are not supported by this version; expected 1xN (N x 1 columnwise) or square NxN",
+      where(src, "block"), b.rows, b.cols))
+  end
+  if not is_pow2(b.cols) or b.cols < 16 or b.cols > 128 then
+    field_fail(src, "block.cols", "a power of two from 16 to 128", describe(b.cols))
+  end
+  local st, rule = f.scale.type, f.scale.rule
+  local want
+  if st == "fp32" then
+    want = "amax"
+  else
+    local se = elements[st]
+    if not se or se.bits > 8 then
+      field_fail(src, "scale.type", "\"fp32\" or an element of specs/elements.lua of at most 8 bits (e8m0, ue4m3)", describe(st))
+    end
+    if se.signed then
+      field_fail(src, "scale.type", "an unsigned element (scales are positive), such as ue4m3 or e8m0", describe(st))
+    end
+    f.selem = se
+    want = (se.mantissa_bits == 0 and se.subnormals == false) and { "rceil", "floor" } or { "two_level" }
+  end
+  local ok = false
+  for _, w in ipairs(type(want) == "table" and want or { want }) do ok = ok or w == rule end
+  if not ok then
+    field_fail(src, "scale.rule", string.format("%s for scale type %s",
+      type(want) == "table" and ("\"" .. table.concat(want, "\" or \"") .. "\"") or ("\"" .. want .. "\""), st), describe(rule))
+  end
+  for _, d in ipairs({ "rowwise", "columnwise" }) do
+    if f[d] and not f[d].scale_layout then
+      fail(string.format("%s: field '%s.scale_layout' is needed by a block-scaled format: { order = \"rowmajor\" | \"transposed\", pad_rows = N, pad_cols = N }",
+        where(src, d), d))
+    end
+    if f[d] then
+      local sl = f[d].scale_layout
+      sl.pad_rows = sl.pad_rows or 1
+      sl.pad_cols = sl.pad_cols or 1
+      sl.index = sl.index or "block"
+      if sl.index == "row" and b.rows == 1 then
+        field_fail(src, d .. ".scale_layout.index", "\"block\" (\"row\" repeats a 2D block's scale over its rows; this block has one row)", describe(sl.index))
+      end
+    end
+  end
+  if e.bits ~= 8 and e.bits ~= 4 then
+    fail(string.format("%s: field 'element': %d-bit elements (%s) are not supported by this version of the block kernels; expected an 8-bit or 4-bit element",
+      where(src, "element"), e.bits, e.name))
+  end
+  if e.bits == 8 and f.packing then
+    field_fail(src, "packing", "nothing for 8-bit elements (packing orders sub-byte elements)", describe(f.packing))
+  end
+  if e.bits < 8 then
+    if not f.packing then
+      fail(string.format("%s: field 'packing' is needed for %d-bit elements: \"low_first\" (element 2j in the low nibble) or \"high_first\"",
+        where(src, nil), e.bits))
+    end
+    if f.columnwise and f.columnwise.layout ~= "transposed" then
+      field_fail(src, "columnwise.layout", "\"transposed\" (sub-byte columnwise data is stored K-major)", describe(f.columnwise.layout))
+    end
+  end
+end
 
 -- Validate a format spec against the schema and the known elements.
 function M.load_format(file, text, elements)
@@ -174,8 +260,26 @@ function M.load_format(file, text, elements)
     field_fail(src, "element", "an element of specs/elements.lua (" .. table.concat(names, ", ") .. ")", describe(f.element))
   end
   if type(f.block) == "table" then
-    fail(string.format("%s: field 'block': block scaling (%dx%d) is not supported by this version; expected \"tensor\"",
-      where(src, "block"), f.block.rows, f.block.cols))
+    check_block(f, e, src, elements)
+  else
+    if f.scale.type ~= "fp32" or f.scale.rule ~= "amax" then
+      fail(string.format("%s: per-tensor formats take scale = { type = \"fp32\", rule = \"amax\" }; found type %s, rule %s",
+        where(src, "scale"), describe(f.scale.type), describe(f.scale.rule)))
+    end
+    if e.bits ~= 8 then
+      field_fail(src, "element", "an 8-bit element for a per-tensor format", string.format("%s (%d bits)", e.name, e.bits))
+    end
+    for _, k in ipairs({ "packing", "stochastic_rounding" }) do
+      if f[k] then field_fail(src, k, "nothing for a per-tensor format (it is a block-format option)", describe(f[k])) end
+    end
+    for _, d in ipairs({ "rowwise", "columnwise" }) do
+      if f[d] and f[d].scale_layout then
+        field_fail(src, d .. ".scale_layout", "nothing for a per-tensor format (its scale is one fp32)", "a table")
+      end
+    end
+    if f.columnwise and f.columnwise.layout ~= "transposed" then
+      field_fail(src, "columnwise.layout", "\"transposed\" for a per-tensor format", describe(f.columnwise.layout))
+    end
   end
   if not f.rowwise and not f.columnwise then
     fail(string.format("%s: a format needs at least one of 'rowwise' and 'columnwise'", where(src, nil)))

@@ -6,7 +6,7 @@
 
 #include "bc_internal.h"
 
-#define MAGIC "BCAOT003"
+#define MAGIC "BCAOT004"
 
 static int rd(const unsigned char **p, const unsigned char *end, void *dst, size_t n) {
   if ((size_t)(end - *p) < n) return 0;
@@ -32,7 +32,7 @@ bc_status bci_aot_parse(bc_ctx *ctx, const unsigned char *p, const unsigned char
   if (!es) return bci_fail(ctx, BC_ERR_NOMEM, "out of memory");
   for (uint32_t i = 0; i < count; i++) {
     uint16_t nl, al;
-    int32_t l[8];
+    int32_t l[9];
     uint64_t size;
     const unsigned char *name, *arch, *hash, *key;
     if (!rd(&p, end, &nl, 2)) goto bad;
@@ -56,7 +56,7 @@ bc_status bci_aot_parse(bc_ctx *ctx, const unsigned char *p, const unsigned char
     es[i].arch = (const char *)arch;
     es[i].spec_hash = (const char *)hash;
     es[i].key = (const char *)key;
-    es[i].launch = (bci_launch){ l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7] };
+    es[i].launch = (bci_launch){ l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7], l[8] };
     es[i].size = size;
     es[i].data = p + 32; /* sha256 first, then the payload */
     p += 32 + size;

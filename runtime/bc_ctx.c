@@ -317,6 +317,14 @@ bc_status bc_format_get_info(bc_ctx *ctx, const bc_format *fmt, bc_format_info *
   info->has_rowwise = fmt->has_rowwise;
   info->has_columnwise = fmt->has_columnwise;
   info->columnwise_transposed = fmt->columnwise_transposed;
+  info->block_rows = fmt->block_rows;
+  info->block_cols = fmt->block_cols;
+  info->scale_type = fmt->scale_type;
+  static const char *const rules[] = { "amax", "rceil", "floor", "two_level" };
+  info->scale_rule = rules[fmt->rule];
+  info->scale_bytes = fmt->scale_bytes;
+  info->two_level = fmt->rule == BCI_RULE_TWO_LEVEL;
+  info->stochastic_rounding = fmt->sr_allowed;
   return BC_OK;
 }
 

@@ -50,6 +50,7 @@ static void load_cuda(void) {
   SYM(LibraryGetKernel, "cuLibraryGetKernel", 12000);
   SYM(LaunchKernelEx, "cuLaunchKernelEx", 11060);
   SYM(MemsetD32Async, "cuMemsetD32Async", 3020);
+  SYM(KernelSetAttribute, "cuKernelSetAttribute", 12000);
 #undef SYM
   CUresult r = bci_cu.Init(0);
   if (r != CUDA_SUCCESS) {

@@ -21,6 +21,7 @@ typedef struct bci_cuda_api {
   PFN_cuLibraryGetKernel_v12000 LibraryGetKernel;
   PFN_cuLaunchKernelEx_v11060 LaunchKernelEx;
   PFN_cuMemsetD32Async_v3020 MemsetD32Async;
+  PFN_cuKernelSetAttribute_v12000 KernelSetAttribute;
 } bci_cuda_api;
 
 typedef struct bci_nvrtc_api {

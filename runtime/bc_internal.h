@@ -23,6 +23,7 @@ BCI_HIDDEN void bci_clear_error(bc_ctx *ctx);
 typedef struct bci_element {
   char name[32];
   int bits, exponent_bits, mantissa_bits, bias, is_signed;
+  int subnormals;          /* 0: exponent 0 is a normal binade (e8m0) */
   double max_finite;
   int max_code;            /* largest finite positive code */
   int nan_encode;          /* -1: no NaN */
@@ -30,6 +31,16 @@ typedef struct bci_element {
   double value[256];       /* layout value of each code (CPU reference) */
 } bci_element;
 BCI_HIDDEN void bci_element_prepare(bci_element *e);
+
+enum { BCI_RULE_AMAX = 0, BCI_RULE_RCEIL = 1, BCI_RULE_FLOOR = 2, BCI_RULE_TWO_LEVEL = 3 };
+
+/* One direction of a block format, as its spec gives it. */
+typedef struct bci_dir_spec {
+  int transposed;          /* data stored [cols, rows] (columnwise only) */
+  int scale_order;         /* 0: stored as the logical scale matrix, 1: stored transposed */
+  int scale_per_row;       /* one entry per row of the view (a 2D block's scale repeated) */
+  int pad_rows, pad_cols;  /* multiples the stored scale matrix is padded to */
+} bci_dir_spec;
 
 struct bc_format {
   char name[64];
@@ -42,11 +53,50 @@ struct bc_format {
   /* scale rule */
   double eps;
   int pow2;
+  int inf_dtype_max;       /* an Inf scale becomes the input dtype's max finite (else FLT_MAX) */
+  /* block formats */
+  int block_rows, block_cols;
+  int rule;                /* BCI_RULE_* */
+  char scale_type[32];     /* "fp32" or the scale element's name */
+  int scale_bytes;
+  bci_element selem;       /* the scale element (rceil/floor/two_level) */
+  int pack_high_first;     /* 4-bit data: element 2j in the high nibble */
+  int sr_allowed;
+  bci_dir_spec dir[2];     /* rowwise, columnwise */
 };
+
+/* ---- layouts (bc_layout.c) ---- */
+/* A scale layout as kernels take it (templates/common.cuh: bc_sl, same field order). The
+ * logical scale matrix [lrows, lcols] (rows: view rows or block rows; cols: blocks along a view
+ * row) padded to [prows, pcols]; order 0 row-major (ld = pcols), 1 stored transposed (ld =
+ * prows), 2 the 128x4 GEMM swizzle. */
+typedef struct bci_sl {
+  int64_t ld, lrows, lcols, prows, pcols;
+  int32_t order, per_row;
+} bci_sl;
+
+/* The geometry of one direction of a quantized [rows, cols] tensor. The view is the matrix whose
+ * rows hold the blocks: rowwise [rows, cols], columnwise [cols, rows]. Data is stored as the view
+ * (data_is_view) or as its transpose (MXFP8 columnwise: [rows, cols]). */
+typedef struct bci_geom {
+  int64_t vrows, vcols;
+  int vbr, vbc;            /* block shape in the view */
+  int data_is_view;
+  int64_t drows, dcols;    /* stored data matrix, elements */
+  size_t data_bytes;
+  bci_sl sl;
+  int64_t srows, scols;    /* stored scale matrix */
+  int64_t svalid_rows, svalid_cols;
+  size_t scale_bytes;
+} bci_geom;
+BCI_HIDDEN bc_status bci_geom_get(bc_ctx *ctx, const char *fn, const bc_format *f, int64_t rows, int64_t cols,
+                                  bc_direction dir, int swizzled, bci_geom *g);
+BCI_HIDDEN int64_t bci_sl_offset(const bci_sl *sl, int64_t r, int64_t c);
 
 /* ---- kernels (bc_kernel.c) ---- */
 typedef struct bci_launch {
   int threads, unroll, blocks_per_sm, tile_rows, tile_cols, col_vec, vec, min_blocks;
+  int smem; /* dynamic shared memory bytes per block */
 } bci_launch;
 
 typedef struct bci_kernel {
@@ -117,8 +167,8 @@ extern const bci_embedded_file bci_embedded_files[];
 extern const size_t bci_embedded_count;
 
 /* ---- AOT archive (bc_aot.c) ---- */
-/* Archive: "BCAOT003", u32 count, entries { u16 name_len, name, u16 arch_len, arch,
- * char[65] spec hash, char[65] cache key, bci_launch (8 x i32), u64 size, u8[32] sha256, payload }. */
+/* Archive: "BCAOT004", u32 count, entries { u16 name_len, name, u16 arch_len, arch,
+ * char[65] spec hash, char[65] cache key, bci_launch (9 x i32), u64 size, u8[32] sha256, payload }. */
 typedef struct bci_aot_entry {
   const char *name;
   const char *arch;
@@ -183,5 +233,22 @@ BCI_HIDDEN int bci_write_atomic(const char *path, const void *a, size_t an, cons
 /* mkdir -p; 0 or -1 (errno set) */
 BCI_HIDDEN int bci_mkdir_p(const char *path);
 BCI_HIDDEN bc_status bci_read_file(bc_ctx *ctx, const char *path, char **out, size_t *len);
+
+/* ---- CPU reference of the block formats (bc_ref.c, bc_ref_block.c) ---- */
+/* bc_ref.c's element and dtype helpers: load/store an hp element (store: RN, canonical NaN),
+ * RN-even saturating encode, decode, and the NaN-ignoring max |x| of a tensor. */
+BCI_HIDDEN float bci_ref_load(const bc_tensor *x, int64_t ld, int64_t r, int64_t c);
+BCI_HIDDEN void bci_ref_store(const bc_tensor *x, int64_t ld, int64_t r, int64_t c, float v);
+BCI_HIDDEN unsigned bci_ref_encode(const bci_element *e, float x);
+BCI_HIDDEN float bci_ref_decode(const bci_element *e, unsigned code);
+BCI_HIDDEN float bci_ref_amax(const bc_tensor *x, int64_t ld);
+/* bc_ref_quantize (current 1) / bc_ref_quantize_cast (0) and bc_ref_dequantize of a block
+ * format; x is checked (ld its row stride), q's format and shape too. */
+BCI_HIDDEN bc_status bci_ref_block_cast(bc_ctx *ctx, const char *fn, const bc_tensor *x, int64_t ld, bc_qtensor *q,
+                                        int current);
+BCI_HIDDEN bc_status bci_ref_block_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction dir, const bc_tensor *out);
+/* Philox4x32-10 (Random123): out = the block of counter ctr under key. */
+BCI_HIDDEN void bci_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+/* ---- end of the CPU reference block ---- */
 
 #endif

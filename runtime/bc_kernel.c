@@ -129,6 +129,20 @@ static bc_status kernel_get_locked(bc_ctx *ctx, const char *name, const bci_kern
     free(k);
     return bci_fail(ctx, BC_ERR_CUDA, "cuLibraryGetKernel(%s) failed: %s", name, en);
   }
+  if (launch.smem > 48 * 1024) {
+    /* more than the default 48 KiB of dynamic shared memory must be asked for */
+    CUdevice dev;
+    r = bci_cu.CtxGetDevice(&dev);
+    if (r == CUDA_SUCCESS)
+      r = bci_cu.KernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, launch.smem, kern, dev);
+    if (r != CUDA_SUCCESS) {
+      const char *en = "?";
+      bci_cu.GetErrorName(r, &en);
+      bci_cu.LibraryUnload(lib);
+      free(k);
+      return bci_fail(ctx, BC_ERR_CUDA, "cuKernelSetAttribute(%s, %d bytes of shared memory) failed: %s", name, launch.smem, en);
+    }
+  }
   k->library = lib;
   k->func = kern;
   s = kmap_put(ctx, key, k);
@@ -161,6 +175,7 @@ bc_status bci_kernel_launch(bc_ctx *ctx, const bci_kernel *k, unsigned gx, unsig
   cfg.blockDimY = 1;
   cfg.blockDimZ = 1;
   cfg.hStream = (CUstream)stream;
+  cfg.sharedMemBytes = (unsigned)k->launch.smem;
   CUresult r = bci_cu.LaunchKernelEx(&cfg, (CUfunction)k->func, params, NULL);
   if (r != CUDA_SUCCESS) {
     const char *en = "?", *es = "?";

@@ -199,6 +199,47 @@ static void get_codes(lua_State *L, int t, const char *k, uint8_t *mask) {
   lua_pop(L, 1);
 }
 
+/* The element record at the top of the stack into *el. */
+static void element_from_lua(lua_State *L, bci_element *el) {
+  int e = lua_gettop(L);
+  snprintf(el->name, sizeof el->name, "%s", get_str(L, e, "name"));
+  el->bits = (int)get_num(L, e, "bits");
+  el->exponent_bits = (int)get_num(L, e, "exponent_bits");
+  el->mantissa_bits = (int)get_num(L, e, "mantissa_bits");
+  el->bias = (int)get_num(L, e, "bias");
+  el->is_signed = get_bool(L, e, "signed");
+  lua_getfield(L, e, "subnormals");
+  el->subnormals = lua_isnil(L, -1) || lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  el->max_finite = get_num(L, e, "max_finite");
+  el->max_code = (int)get_num(L, e, "max_code");
+  get_codes(L, e, "nan_codes", el->is_nan);
+  get_codes(L, e, "inf_codes", el->is_inf);
+  int has_nan = 0;
+  for (int c = 0; c < 256; c++) has_nan |= el->is_nan[c];
+  lua_getfield(L, e, "nan_encode");
+  /* -1: no NaN code; a NaN input is then written as the spec's nan_encode (a finite code) */
+  el->nan_encode = lua_isnil(L, -1) ? -1 : (int)lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  (void)has_nan;
+  bci_element_prepare(el);
+}
+
+/* The scale_layout of direction table `d` (top of stack) into *ds. */
+static void dir_from_lua(lua_State *L, bci_dir_spec *ds) {
+  int d = lua_gettop(L);
+  ds->transposed = strcmp(get_str(L, d, "layout"), "transposed") == 0;
+  lua_getfield(L, d, "scale_layout");
+  if (lua_istable(L, -1)) {
+    int t = lua_gettop(L);
+    ds->scale_order = strcmp(get_str(L, t, "order"), "transposed") == 0;
+    ds->scale_per_row = strcmp(get_str(L, t, "index"), "row") == 0;
+    ds->pad_rows = (int)get_num(L, t, "pad_rows");
+    ds->pad_cols = (int)get_num(L, t, "pad_cols");
+  }
+  lua_pop(L, 1);
+}
+
 /* Build (or find) the bc_format of the Lua format record at the top of the stack. */
 static bc_status format_from_lua(bc_ctx *ctx, const bc_format **out) {
   lua_State *L = ctx->L;
@@ -220,33 +261,43 @@ static bc_status format_from_lua(bc_ctx *ctx, const bc_format **out) {
   f->block = BC_BLOCK_TENSOR;
   lua_getfield(L, t, "rowwise");
   f->has_rowwise = lua_istable(L, -1);
+  if (f->has_rowwise) dir_from_lua(L, &f->dir[0]);
   lua_pop(L, 1);
   lua_getfield(L, t, "columnwise");
   f->has_columnwise = lua_istable(L, -1);
-  if (f->has_columnwise) f->columnwise_transposed = strcmp(get_str(L, lua_gettop(L), "layout"), "transposed") == 0;
+  if (f->has_columnwise) {
+    dir_from_lua(L, &f->dir[1]);
+    f->columnwise_transposed = f->dir[1].transposed;
+  }
   lua_pop(L, 1);
   lua_getfield(L, t, "scale");
-  f->eps = get_num(L, lua_gettop(L), "eps");
-  f->pow2 = get_bool(L, lua_gettop(L), "pow2");
+  int sc = lua_gettop(L);
+  f->eps = get_num(L, sc, "eps");
+  f->pow2 = get_bool(L, sc, "pow2");
+  f->inf_dtype_max = strcmp(get_str(L, sc, "inf_value"), "dtype_max") == 0;
+  snprintf(f->scale_type, sizeof f->scale_type, "%s", get_str(L, sc, "type"));
+  const char *rule = get_str(L, sc, "rule");
+  f->rule = strcmp(rule, "rceil") == 0 ? BCI_RULE_RCEIL : strcmp(rule, "floor") == 0 ? BCI_RULE_FLOOR
+          : strcmp(rule, "two_level") == 0 ? BCI_RULE_TWO_LEVEL : BCI_RULE_AMAX;
+  lua_pop(L, 1);
+  f->scale_bytes = strcmp(f->scale_type, "fp32") == 0 ? 4 : 1;
+  lua_getfield(L, t, "block");
+  if (lua_istable(L, -1)) {
+    f->block_rows = (int)get_num(L, lua_gettop(L), "rows");
+    f->block_cols = (int)get_num(L, lua_gettop(L), "cols");
+    f->block = f->block_rows > 1 ? BC_BLOCK_2D : BC_BLOCK_1D;
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, t, "packing");
+  f->pack_high_first = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "high_first") == 0;
+  lua_pop(L, 1);
+  f->sr_allowed = get_bool(L, t, "stochastic_rounding");
+  lua_getfield(L, t, "selem");
+  if (lua_istable(L, -1)) element_from_lua(L, &f->selem);
   lua_pop(L, 1);
   lua_getfield(L, t, "elem");
-  int e = lua_gettop(L);
-  bci_element *el = &f->elem;
-  snprintf(el->name, sizeof el->name, "%s", get_str(L, e, "name"));
-  el->bits = (int)get_num(L, e, "bits");
-  el->exponent_bits = (int)get_num(L, e, "exponent_bits");
-  el->mantissa_bits = (int)get_num(L, e, "mantissa_bits");
-  el->bias = (int)get_num(L, e, "bias");
-  el->is_signed = get_bool(L, e, "signed");
-  el->max_finite = get_num(L, e, "max_finite");
-  el->max_code = (int)get_num(L, e, "max_code");
-  lua_getfield(L, e, "nan_encode");
-  el->nan_encode = lua_isnil(L, -1) ? -1 : (int)lua_tointeger(L, -1);
+  element_from_lua(L, &f->elem);
   lua_pop(L, 1);
-  get_codes(L, e, "nan_codes", el->is_nan);
-  get_codes(L, e, "inf_codes", el->is_inf);
-  lua_pop(L, 1);
-  bci_element_prepare(el);
   if (!f->description || !f->spec_file) {
     free(f->description);
     free(f->spec_file);
@@ -409,6 +460,7 @@ bc_status bci_lua_launch(bc_ctx *ctx, const char *kernel, const char *arch, bci_
   out->col_vec = (int)get_num(L, t, "col_vec");
   out->vec = (int)get_num(L, t, "vec");
   out->min_blocks = (int)get_num(L, t, "min_blocks");
+  out->smem = (int)get_num(L, t, "smem");
   lua_pop(L, 1);
   return BC_OK;
 }

@@ -63,8 +63,42 @@ bc_status bc_qtensor_sizes(bc_ctx *ctx, const bc_format *fmt, int64_t rows, int6
   if (dir != BC_ROWWISE && dir != BC_COLUMNWISE)
     return bci_fail(ctx, BC_ERR_ARG, "bc_qtensor_sizes: dir is %d; expected BC_ROWWISE or BC_COLUMNWISE", (int)dir);
   int has = dir == BC_ROWWISE ? fmt->has_rowwise : fmt->has_columnwise;
-  if (data_bytes) *data_bytes = has ? (size_t)rows * (size_t)cols * (size_t)fmt->elem.bits / 8 : 0;
-  if (scale_inv_bytes) *scale_inv_bytes = has ? sizeof(float) : 0;
+  if (data_bytes) *data_bytes = 0;
+  if (scale_inv_bytes) *scale_inv_bytes = 0;
+  if (!has) return BC_OK;
+  bci_geom g;
+  s = bci_geom_get(ctx, "bc_qtensor_sizes", fmt, rows, cols, dir, 0, &g);
+  if (s != BC_OK) return s;
+  if (data_bytes) *data_bytes = g.data_bytes;
+  if (scale_inv_bytes) *scale_inv_bytes = g.scale_bytes;
+  return BC_OK;
+}
+
+bc_status bc_qtensor_layout(bc_ctx *ctx, const bc_format *fmt, int64_t rows, int64_t cols, bc_direction dir,
+                            int scale_swizzled, bc_qlayout *out) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  bc_status s = bci_check_format(ctx, fmt, "fmt");
+  if (s != BC_OK) return s;
+  if (!out) return bci_fail(ctx, BC_ERR_ARG, "bc_qtensor_layout: argument 'out' is NULL");
+  memset(out, 0, sizeof *out);
+  if (rows < 1 || cols < 1 || rows > MAX_ELEMS / cols)
+    return bci_fail(ctx, BC_ERR_ARG, "bc_qtensor_layout: shape [%lld, %lld]; expected rows, cols >= 1 and at most 2^50 elements",
+                    (long long)rows, (long long)cols);
+  if (dir != BC_ROWWISE && dir != BC_COLUMNWISE)
+    return bci_fail(ctx, BC_ERR_ARG, "bc_qtensor_layout: dir is %d; expected BC_ROWWISE or BC_COLUMNWISE", (int)dir);
+  bci_geom g;
+  s = bci_geom_get(ctx, "bc_qtensor_layout", fmt, rows, cols, dir, scale_swizzled != 0, &g);
+  if (s != BC_OK) return s;
+  out->data_rows = g.drows;
+  out->data_cols = g.dcols;
+  out->data_bytes = g.data_bytes;
+  out->scale_rows = g.srows;
+  out->scale_cols = g.scols;
+  out->scale_valid_rows = g.svalid_rows;
+  out->scale_valid_cols = g.svalid_cols;
+  out->scale_elem_bytes = fmt->block == BC_BLOCK_TENSOR ? sizeof(float) : (size_t)fmt->scale_bytes;
+  out->scale_bytes = g.scale_bytes;
   return BC_OK;
 }
 
@@ -135,6 +169,9 @@ bc_status bc_compute_scale(bc_ctx *ctx, const bc_format *fmt, const float *amax,
   bci_clear_error(ctx);
   bc_status s = bci_check_format(ctx, fmt, "fmt");
   if (s != BC_OK) return s;
+  if (fmt->block != BC_BLOCK_TENSOR)
+    return bci_fail(ctx, BC_ERR_UNSUPPORTED, "bc_compute_scale: format '%s' is block-scaled: its scales are computed per block inside "
+                    "bc_quantize; bc_compute_scale is for per-tensor formats", fmt->name);
   if (!amax) return bci_fail(ctx, BC_ERR_ARG, "bc_compute_scale: argument 'amax' is NULL; expected a device fp32[1]");
   if (!scale) return bci_fail(ctx, BC_ERR_ARG, "bc_compute_scale: argument 'scale' is NULL; expected a device fp32[1]");
   return scale_launch(ctx, fmt, amax, scale, scale_inv, stream);
@@ -175,6 +212,65 @@ static bc_status cast_launch(bc_ctx *ctx, const bc_tensor *x, int64_t ld, bc_qte
   return bci_kernel_launch(ctx, k, (unsigned)tiles, 1, 1, (unsigned)L->threads, stream, params);
 }
 
+/* ---- block formats ---- */
+
+static int64_t sl_pad_count(const bci_sl *sl) { return sl->prows * sl->pcols - sl->lrows * sl->lcols; }
+
+/* Geometry and buffers of one present direction of q for a kernel (absent: zeros). */
+static bc_status block_dir(bc_ctx *ctx, const char *fn, const bc_qtensor *q, bc_direction dir, bci_geom *g) {
+  memset(g, 0, sizeof *g);
+  void *data = dir == BC_ROWWISE ? q->rowwise_data : q->columnwise_data;
+  void *scale = dir == BC_ROWWISE ? q->rowwise_scale_inv : q->columnwise_scale_inv;
+  const char *dn = dir == BC_ROWWISE ? "rowwise" : "columnwise";
+  if (!data) return BC_OK;
+  bc_status s = bci_geom_get(ctx, fn, q->format, q->rows, q->cols, dir, q->scale_swizzled != 0, g);
+  if (s != BC_OK) return s;
+  if (!scale)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: q->%s_scale_inv is NULL; format '%s' needs a device buffer of %zu bytes (bc_qtensor_layout)",
+                    fn, dn, q->format->name, g->scale_bytes);
+  if (q->format->scale_bytes == 4 && !aligned(scale, 4))
+    return bci_fail(ctx, BC_ERR_ARG, "%s: q->%s_scale_inv %p is not aligned to its 4-byte fp32 entries", fn, dn, scale);
+  return BC_OK;
+}
+
+static bc_status block_cast_launch(bc_ctx *ctx, const char *fn, const bc_tensor *x, int64_t ld, bc_qtensor *q, void *stream) {
+  const bc_format *f = q->format;
+  if (q->stochastic_rounding && !f->sr_allowed)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: q->stochastic_rounding is set but format '%s' does not allow stochastic rounding (its spec "
+                    "has no stochastic_rounding = true)", fn, f->name);
+  bci_geom gr, gc;
+  bc_status s = block_dir(ctx, fn, q, BC_ROWWISE, &gr);
+  if (s == BC_OK) s = block_dir(ctx, fn, q, BC_COLUMNWISE, &gc);
+  if (s != BC_OK) return s;
+  const bci_kernel *k;
+  const char *dirn = q->rowwise_data ? (q->columnwise_data ? "rowcol" : "row") : "col";
+  s = get_kernel(ctx, &k, "bc_quantize_%s__%s__%s", f->name, bc_dtype_name(x->dtype), dirn);
+  if (s != BC_OK) return s;
+  const bci_launch *L = &k->launch;
+  int64_t rows = x->rows, cols = x->cols;
+  size_t es = bc_dtype_size(x->dtype);
+  int bits = f->elem.bits;
+  int vec_in = aligned(x->data, 16) && ((size_t)ld * es) % 16 == 0;
+  int vec_row = q->rowwise_data && aligned(q->rowwise_data, 16) && (cols * bits / 8) % 16 == 0;
+  int vec_col = q->columnwise_data && f->columnwise_transposed && aligned(q->columnwise_data, 16) && (rows * bits / 8) % 16 == 0;
+  int64_t tiles_x = (cols + L->tile_cols - 1) / L->tile_cols;
+  int64_t tiles = tiles_x * ((rows + L->tile_rows - 1) / L->tile_rows);
+  int64_t npad = sl_pad_count(&gr.sl) > sl_pad_count(&gc.sl) ? sl_pad_count(&gr.sl) : sl_pad_count(&gc.sl);
+  int64_t padblocks = (npad + L->threads - 1) / L->threads;
+  if (padblocks > 1024) padblocks = 1024;
+  if (tiles + padblocks > 0x7FFFFFFF)
+    return bci_fail(ctx, BC_ERR_UNSUPPORTED, "%s: [%lld, %lld] needs %lld tiles, more than one launch holds (2^31 - 1)", fn,
+                    (long long)rows, (long long)cols, (long long)tiles);
+  void *in = x->data;
+  const float *gamax = q->amax;
+  void *rd = q->rowwise_data, *rs = q->rowwise_scale_inv, *cd = q->columnwise_data, *cs = q->columnwise_scale_inv;
+  uint64_t seed = q->sr_seed, off = q->sr_offset;
+  int sr = q->stochastic_rounding != 0;
+  void *params[] = { &in, &rows, &cols, &ld, &gamax, &rd, &rs, &gr.sl, &cd, &cs, &gc.sl,
+                     &seed, &off, &sr, &vec_in, &vec_row, &vec_col, &tiles_x, &tiles };
+  return bci_kernel_launch(ctx, k, (unsigned)(tiles + padblocks), 1, 1, (unsigned)L->threads, stream, params);
+}
+
 static bc_status check_cast_args(bc_ctx *ctx, const char *fn, const bc_tensor *x, bc_qtensor *q, int64_t *ld) {
   bc_status s = bci_check_tensor(ctx, fn, "x", x, ld);
   if (s != BC_OK) return s;
@@ -183,6 +279,18 @@ static bc_status check_cast_args(bc_ctx *ctx, const char *fn, const bc_tensor *x
   if (q->rows != x->rows || q->cols != x->cols)
     return bci_fail(ctx, BC_ERR_ARG, "%s: q has shape [%lld, %lld] but x has [%lld, %lld]; they must match", fn,
                     (long long)q->rows, (long long)q->cols, (long long)x->rows, (long long)x->cols);
+  if (q->format->block != BC_BLOCK_TENSOR) {
+    if (q->format->rule == BCI_RULE_TWO_LEVEL && (!q->amax || !aligned(q->amax, 4)))
+      return bci_fail(ctx, BC_ERR_ARG, "%s: q->amax is %s; format '%s' scales by the global amax and needs a device fp32[1]", fn,
+                      q->amax ? "misaligned" : "NULL", q->format->name);
+    return BC_OK;
+  }
+  if (q->stochastic_rounding)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: q->stochastic_rounding is set but per-tensor format '%s' rounds to nearest only", fn,
+                    q->format->name);
+  if (q->scale_swizzled)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: q->scale_swizzled is set but format '%s' has one per-tensor scale (swizzling is for block formats)",
+                    fn, q->format->name);
   if (!q->scale) return bci_fail(ctx, BC_ERR_ARG, "%s: q->scale is NULL; expected a device fp32[1]", fn);
   return BC_OK;
 }
@@ -193,6 +301,7 @@ bc_status bc_quantize_cast(bc_ctx *ctx, const bc_tensor *x, bc_qtensor *q, void 
   int64_t ld;
   bc_status s = check_cast_args(ctx, "bc_quantize_cast", x, q, &ld);
   if (s != BC_OK) return s;
+  if (q->format->block != BC_BLOCK_TENSOR) return block_cast_launch(ctx, "bc_quantize_cast", x, ld, q, stream);
   return cast_launch(ctx, x, ld, q, stream);
 }
 
@@ -202,11 +311,88 @@ bc_status bc_quantize(bc_ctx *ctx, const bc_tensor *x, bc_qtensor *q, void *stre
   int64_t ld;
   bc_status s = check_cast_args(ctx, "bc_quantize", x, q, &ld);
   if (s != BC_OK) return s;
+  if (q->format->block != BC_BLOCK_TENSOR) {
+    if (q->format->rule == BCI_RULE_TWO_LEVEL) s = amax_launch(ctx, x, ld, q->amax, stream);
+    if (s == BC_OK) s = block_cast_launch(ctx, "bc_quantize", x, ld, q, stream);
+    return s;
+  }
   if (!q->amax) return bci_fail(ctx, BC_ERR_ARG, "bc_quantize: q->amax is NULL; current scaling needs a device fp32[1] for the amax");
   s = amax_launch(ctx, x, ld, q->amax, stream);
   if (s == BC_OK) s = scale_launch(ctx, q->format, q->amax, q->scale, NULL, stream);
   if (s == BC_OK) s = cast_launch(ctx, x, ld, q, stream);
   return s;
+}
+
+static bc_status block_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction dir, const bc_tensor *out, int64_t ld,
+                                  void *stream) {
+  const char *fn = "bc_dequantize";
+  const bc_format *f = q->format;
+  bci_geom g;
+  bc_status s = block_dir(ctx, fn, q, dir, &g);
+  if (s != BC_OK) return s;
+  const char *dn = dir == BC_ROWWISE ? "rowwise" : "columnwise";
+  if (out->rows != g.drows || out->cols != g.dcols)
+    return bci_fail(ctx, BC_ERR_ARG, "bc_dequantize: out has shape [%lld, %lld]; the %s data of q is [%lld, %lld]",
+                    (long long)out->rows, (long long)out->cols, dn, (long long)g.drows, (long long)g.dcols);
+  if (f->rule == BCI_RULE_TWO_LEVEL && (!q->amax || !aligned(q->amax, 4)))
+    return bci_fail(ctx, BC_ERR_ARG, "bc_dequantize: q->amax is %s; format '%s' needs the global amax (device fp32[1])",
+                    q->amax ? "misaligned" : "NULL", f->name);
+  const bci_kernel *k;
+  s = get_kernel(ctx, &k, "bc_dequantize_%s__%s__%s", f->name, bc_dtype_name(out->dtype), dir == BC_ROWWISE ? "row" : "col");
+  if (s != BC_OK) return s;
+  const bci_launch *L = &k->launch;
+  const void *data = dir == BC_ROWWISE ? q->rowwise_data : q->columnwise_data;
+  const void *scale = dir == BC_ROWWISE ? q->rowwise_scale_inv : q->columnwise_scale_inv;
+  int bits = f->elem.bits, run = 128 / bits;
+  int64_t drows = g.drows, dcols = g.dcols;
+  int vec_ok = aligned(data, 16) && (dcols * bits / 8) % 16 == 0 && aligned(out->data, 16) &&
+               ((size_t)ld * bc_dtype_size(out->dtype)) % 16 == 0;
+  int64_t runs_per_row = (dcols + run - 1) / run;
+  int64_t gxx = (runs_per_row + L->threads - 1) / L->threads;
+  if (gxx > 0x7FFFFFFF) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "bc_dequantize: a row of %lld elements is too long for one launch", (long long)dcols);
+  /* four rows per thread (templates/dequantize_block.cu: BC_DQ_ROWS) */
+  unsigned gx = (unsigned)gxx, gy = umin64((drows + 3) / 4, 65535);
+  void *o = out->data;
+  const float *gamax = q->amax;
+  void *params[] = { &data, &drows, &dcols, &scale, &g.sl, &gamax, &o, &ld, &vec_ok };
+  return bci_kernel_launch(ctx, k, gx, gy, 1, (unsigned)L->threads, stream, params);
+}
+
+bc_status bc_scale_swizzle(bc_ctx *ctx, const bc_format *fmt, int64_t rows, int64_t cols, bc_direction dir, const void *src,
+                           int from_swizzled, void *dst, void *stream) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  const char *fn = "bc_scale_swizzle";
+  bc_status s = bci_check_format(ctx, fmt, "fmt");
+  if (s != BC_OK) return s;
+  if (fmt->block == BC_BLOCK_TENSOR)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: format '%s' has one per-tensor scale; swizzling is for block formats", fn, fmt->name);
+  if (rows < 1 || cols < 1 || rows > MAX_ELEMS / cols)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: shape [%lld, %lld]; expected rows, cols >= 1 and at most 2^50 elements", fn,
+                    (long long)rows, (long long)cols);
+  if (dir != BC_ROWWISE && dir != BC_COLUMNWISE)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: dir is %d; expected BC_ROWWISE or BC_COLUMNWISE", fn, (int)dir);
+  if (!src || !dst) return bci_fail(ctx, BC_ERR_ARG, "%s: arguments 'src' and 'dst' must be device buffers, not NULL", fn);
+  if (fmt->scale_bytes == 4 && (!aligned(src, 4) || !aligned(dst, 4)))
+    return bci_fail(ctx, BC_ERR_ARG, "%s: src and dst must be aligned to the 4-byte fp32 entries", fn);
+  bci_geom gc, gs;
+  s = bci_geom_get(ctx, fn, fmt, rows, cols, dir, 0, &gc);
+  if (s == BC_OK) s = bci_geom_get(ctx, fn, fmt, rows, cols, dir, 1, &gs);
+  if (s != BC_OK) return s;
+  const bci_geom *from = from_swizzled ? &gs : &gc, *to = from_swizzled ? &gc : &gs;
+  const char *a = (const char *)src, *b = (const char *)dst;
+  if (a < b + to->scale_bytes && b < a + from->scale_bytes)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: src and dst overlap; expected two separate buffers", fn);
+  const bci_kernel *k;
+  s = get_kernel(ctx, &k, "bc_swizzle_%s", fmt->name);
+  if (s != BC_OK) return s;
+  const bci_launch *L = &k->launch;
+  int64_t n = to->sl.prows * to->sl.pcols;
+  int64_t want = (n + L->threads - 1) / L->threads;
+  unsigned gx = umin64(want, (int64_t)sm_count(ctx) * L->blocks_per_sm);
+  bci_sl ssl = from->sl, dsl = to->sl;
+  void *params[] = { (void *)&src, &ssl, &dst, &dsl };
+  return bci_kernel_launch(ctx, k, gx, 1, 1, (unsigned)L->threads, stream, params);
 }
 
 bc_status bc_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction dir, const bc_tensor *out, void *stream) {
@@ -236,7 +422,10 @@ bc_status bc_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction dir, cons
   }
   const char *dn = dir == BC_ROWWISE ? "rowwise" : "columnwise";
   if (!data) return bci_fail(ctx, BC_ERR_ARG, "bc_dequantize: q->%s_data is NULL", dn);
+  if (q->format->block != BC_BLOCK_TENSOR) return block_dequantize(ctx, q, dir, out, ld, stream);
   if (!si) return bci_fail(ctx, BC_ERR_ARG, "bc_dequantize: q->%s_scale_inv is NULL", dn);
+  if (q->scale_swizzled)
+    return bci_fail(ctx, BC_ERR_ARG, "bc_dequantize: q->scale_swizzled is set but format '%s' has one per-tensor scale", q->format->name);
   if (out->rows != rows || out->cols != cols)
     return bci_fail(ctx, BC_ERR_ARG, "bc_dequantize: out has shape [%lld, %lld]; the %s data of q is [%lld, %lld]",
                     (long long)out->rows, (long long)out->cols, dn, (long long)rows, (long long)cols);

@@ -17,7 +17,7 @@ static double layout_value(const bci_element *e, unsigned code) {
   double sign = (e->is_signed && ((code >> (e->bits - 1)) & 1)) ? -1.0 : 1.0;
   unsigned ex = (code >> mb) & ((1u << eb) - 1);
   unsigned man = code & ((1u << mb) - 1);
-  if (ex == 0) return sign * ldexp((double)man, 1 - e->bias - mb);
+  if (ex == 0 && e->subnormals) return sign * ldexp((double)man, 1 - e->bias - mb);
   return sign * ldexp(1.0 + ldexp((double)man, -mb), (int)ex - e->bias);
 }
 

@@ -22,7 +22,7 @@ SYSLIBS     = -ldl -lm -lpthread
 TEST_LDFLAGS = -rdynamic
 CUDART      = $(CUDA_HOME)/lib64/libcudart_static.a -lrt
 
-LIB_SRCS = bc_ctx bc_lua bc_dl bc_jit bc_aot bc_cache bc_kernel bc_ops bc_ref bc_sha256
+LIB_SRCS = bc_ctx bc_lua bc_dl bc_jit bc_aot bc_cache bc_kernel bc_layout bc_ops bc_ref bc_ref_block bc_sha256
 LIB_OBJS = $(LIB_SRCS:%=$(B)/obj/%.o) $(B)/obj/embed.o
 EMBED_IN = $(sort $(filter-out gen/embed.lua,$(wildcard gen/*.lua gen/tuning/*.lua)) $(wildcard templates/*) $(wildcard specs/*.lua))
 HDRS     = $(wildcard runtime/*.h runtime/include/*.h)
@@ -91,13 +91,13 @@ $(B)/bin/blockcast: $(B)/obj/cli.o $(B)/lib/libblockcast.a | $(B)/bin
 	@$(CC) $(SAN_FLAGS) -o $@ $(B)/obj/cli.o $(B)/lib/libblockcast.a $(SYSLIBS)
 	@echo "built $@"
 
-$(B)/tests/%.t: tests/%.c tests/tap.h tests/gpu.h tests/fuzz/targets.h $(B)/lib/libblockcast.a | $(B)/tests
+$(B)/tests/%.t: tests/%.c tests/tap.h tests/gpu.h tests/testdata.h tests/fuzz/targets.h $(B)/lib/libblockcast.a | $(B)/tests
 	@$(CC) $(TEST_CFLAGS) $(TEST_LDFLAGS) -o $@ $< $(B)/lib/libblockcast.a $(CUDART) $(SYSLIBS)
 
 $(B)/tests/%.t: tests/%.sh | $(B)/tests
 	@cp $< $@ && chmod +x $@
 
-$(B)/bench/%: tests/bench/%.c tests/gpu.h $(B)/lib/libblockcast.a | $(B)/bench
+$(B)/bench/%: tests/bench/%.c tests/gpu.h tests/bench/bench.h $(B)/lib/libblockcast.a | $(B)/bench
 	@$(CC) $(TEST_CFLAGS) $(TEST_LDFLAGS) -o $@ $< $(B)/lib/libblockcast.a $(CUDART) $(SYSLIBS)
 
 $(B)/fuzz/%: tests/fuzz/%.c tests/fuzz/targets.h $(B)/lib/libblockcast.a | $(B)/fuzz
@@ -106,3 +106,19 @@ $(B)/fuzz/%: tests/fuzz/%.c tests/fuzz/targets.h $(B)/lib/libblockcast.a | $(B)/
 
 .PHONY: all san fuzz
 .DELETE_ON_ERROR:
+
+# The GPU tier and the benchmarks linked against the shared library, for carrying to the GPU
+# machine (the static binaries each hold the 13 MB AOT archive): build/dev/, rpath $ORIGIN.
+# (only programs that use the public API: the others need the library's hidden symbols)
+DEV_TESTS = $(B)/dev/20-gpu-fp8-tensor.t $(B)/dev/22-gpu-block.t
+DEV_BENCH = $(B)/dev/bench_block $(B)/dev/bench_fp8_tensor
+$(B)/dev:
+	@mkdir -p $@
+$(B)/dev/libblockcast.so.0: $(B)/lib/libblockcast.so | $(B)/dev
+	@cp $< $@
+$(B)/dev/%.t: tests/%.c tests/tap.h tests/gpu.h tests/testdata.h $(B)/dev/libblockcast.so.0
+	@$(CC) $(TEST_CFLAGS) $(TEST_LDFLAGS) -o $@ $< $(B)/dev/libblockcast.so.0 -Wl,-rpath,'$$ORIGIN' $(CUDART) $(SYSLIBS)
+$(B)/dev/%: tests/bench/%.c tests/gpu.h tests/bench/bench.h $(B)/dev/libblockcast.so.0
+	@$(CC) $(TEST_CFLAGS) $(TEST_LDFLAGS) -o $@ $< $(B)/dev/libblockcast.so.0 -Wl,-rpath,'$$ORIGIN' $(CUDART) $(SYSLIBS)
+dev: $(DEV_TESTS) $(DEV_BENCH)
+.PHONY: dev

@@ -29,3 +29,35 @@ e5m2 = {
   nan_encode = 0x7F,
   hw_cvt = { ptx = "e5m2x2", min_sm = 89 },
 }
+
+-- FP4 (OCP MX / NVFP4 data): values 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives; no Inf, no
+-- NaN. A NaN input is written as nan_encode (+6), Inf saturates to +-6. sm_100a has a hardware
+-- conversion (cvt.rn.satfinite.e2m1x2.f32); it is not used until a device run proves it equal to
+-- the generic path.
+e2m1 = {
+  bits = 4, exponent_bits = 2, mantissa_bits = 1, bias = 1, signed = true,
+  max_finite = 6,
+  inf_codes = {},
+  nan_codes = {},
+  nan_encode = 0x7,
+}
+
+-- E8M0 (OCP MX block scale): 2^(code - 127), code 0 is 2^-127 (no zero, no subnormals), 0xFF NaN.
+-- Encoded by the scale rules (rceil, floor), not by round-to-nearest.
+e8m0 = {
+  bits = 8, exponent_bits = 8, mantissa_bits = 0, bias = 127, signed = false,
+  subnormals = false,
+  max_finite = 2^127,
+  inf_codes = {},
+  nan_codes = { 0xFF },
+  nan_encode = 0xFF,
+}
+
+-- Unsigned E4M3 (NVFP4 block scale): the non-negative half of e4m3, stored in a byte.
+ue4m3 = {
+  bits = 7, exponent_bits = 4, mantissa_bits = 3, bias = 7, signed = false,
+  max_finite = 448,
+  inf_codes = {},
+  nan_codes = { 0x7F },
+  nan_encode = 0x7F,
+}

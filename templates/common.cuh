@@ -133,31 +133,98 @@ static __device__ __forceinline__ void bc_load_slots(const BC_DTYPE_T *__restric
 // elements: encode fp32 -> code (round to nearest even, saturate to +-max finite, NaN ->
 // BC_ELEM_NAN_ENCODE) and decode code -> fp32, derived from the element's layout.
 // ---------------------------------------------------------------------------------------------
-#ifdef BC_ELEM_BITS
-#define BC_ELEM_SIGN_SHIFT (BC_ELEM_BITS - 1)
+// An element's constants as a type, so one template serves the data element (BC_ELEM_*) and a
+// block format's scale element (BC_SELEM_*).
+#define BC_ELEM_TRAITS(NAME, P)                                                                   \
+  struct NAME {                                                                                   \
+    static const u32 BITS = P##_BITS, MBITS = P##_MBITS, BIAS = P##_BIAS, SIGNED = P##_SIGNED;    \
+    static const u32 SUBNORMALS = P##_SUBNORMALS, MAX_CODE = P##_MAX_CODE, NAN_ENCODE = P##_NAN_ENCODE; \
+    static __device__ __forceinline__ bool is_nan(u32 c) { return P##_IS_NAN(c); }                \
+    static __device__ __forceinline__ bool is_inf(u32 c) { return P##_IS_INF(c); }                \
+  };
 
-static __device__ __forceinline__ u32 bc_encode_generic(float x) {
+// encode: round to nearest even, saturate to +-max finite, NaN -> NAN_ENCODE (unsigned
+// elements: negative inputs -> 0).
+template <class E>
+static __device__ __forceinline__ u32 bc_encode_t(float x) {
   u32 b = __float_as_uint(x);
-  u32 sign = BC_ELEM_SIGNED ? ((b >> 31) << BC_ELEM_SIGN_SHIFT) : 0u;
+  u32 sign = E::SIGNED ? ((b >> 31) << (E::BITS - 1)) : 0u;
   u32 a = b & 0x7FFFFFFFu;
-  if (a > 0x7F800000u) return BC_ELEM_NAN_ENCODE;
+  if (a > 0x7F800000u) return E::NAN_ENCODE;
+  if (!E::SIGNED && (b >> 31)) return 0u;
   u32 code;
   // below the smallest normal 2^(1-bias): a multiple of the subnormal step 2^(1-bias-mbits)
-  if (a < (u32)(128 - BC_ELEM_BIAS) << 23) {
+  if (a < (u32)(128 - E::BIAS) << 23) {
     // exact scaling by 2^(bias-1+mbits), then round to nearest even
-    float s = __uint_as_float(a) * __uint_as_float((u32)(127 + BC_ELEM_BIAS - 1 + BC_ELEM_MBITS) << 23);
+    float s = __uint_as_float(a) * __uint_as_float((u32)(127 + E::BIAS - 1 + E::MBITS) << 23);
     code = (u32)__float2uint_rn(s);
   } else {
-    const u32 shift = 23 - BC_ELEM_MBITS;
+    const u32 shift = 23 - E::MBITS;
     u32 r = (a + ((1u << (shift - 1)) - 1u) + ((a >> shift) & 1u)) >> shift;
-    u32 rebias = (u32)(127 - BC_ELEM_BIAS) << BC_ELEM_MBITS;
+    u32 rebias = (u32)(127 - E::BIAS) << E::MBITS;
     code = r - rebias;
-    if (r > rebias + BC_ELEM_MAX_CODE) code = BC_ELEM_MAX_CODE;
+    if (r > rebias + E::MAX_CODE) code = E::MAX_CODE;
   }
-  if (code > BC_ELEM_MAX_CODE) code = BC_ELEM_MAX_CODE;
+  if (code > E::MAX_CODE) code = E::MAX_CODE;
   return code | sign;
 }
 
+template <class E>
+static __device__ __forceinline__ float bc_decode_t(u32 c) {
+  if (E::is_nan(c)) return __uint_as_float(0x7FFFFFFFu);
+  u32 s = E::SIGNED ? ((c >> (E::BITS - 1)) & 1u) << 31 : 0u;
+  if (E::is_inf(c)) return __uint_as_float(s | 0x7F800000u);
+  u32 e = (c >> E::MBITS) & ((1u << (E::BITS - E::SIGNED - E::MBITS)) - 1u);
+  u32 m = c & ((1u << E::MBITS) - 1u);
+  float v;
+  if (e == 0 && E::SUBNORMALS) {
+    // subnormal: m * 2^(1 - bias - mbits), exact
+    v = (float)m * __uint_as_float((u32)(127 + 1 - E::BIAS - E::MBITS) << 23);
+  } else {
+    v = __uint_as_float(((e + 127 - E::BIAS) << 23) | (m << (23 - E::MBITS)));
+  }
+  return __uint_as_float(__float_as_uint(v) | s);
+}
+
+// Stochastic rounding: between the two neighbouring codes lo <= |x| < hi, round up with
+// probability floor(p * 2^24) / 2^24, p = (|x| - lo) / (hi - lo), i.e. when (rnd >> 8) is below
+// floor(p * 2^24); saturating; NaN -> NAN_ENCODE.
+template <class E>
+static __device__ __forceinline__ u32 bc_encode_sr_t(float x, u32 rnd) {
+  u32 b = __float_as_uint(x);
+  u32 sign = E::SIGNED ? ((b >> 31) << (E::BITS - 1)) : 0u;
+  u32 a = b & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return E::NAN_ENCODE;
+  if (!E::SIGNED && (b >> 31)) return 0u;
+  u32 code, p24;
+  if (a < (u32)(128 - E::BIAS) << 23) {
+    float s = __uint_as_float(a) * __uint_as_float((u32)(127 + E::BIAS - 1 + E::MBITS) << 23);
+    float fl = floorf(s);
+    code = (u32)fl;
+    p24 = (u32)((s - fl) * 16777216.0f);
+  } else {
+    const u32 shift = 23 - E::MBITS;
+    u32 r = a >> shift;
+    u32 rebias = (u32)(127 - E::BIAS) << E::MBITS;
+    code = r - rebias;
+    if (r >= rebias + E::MAX_CODE) code = E::MAX_CODE;
+    p24 = (a & ((1u << shift) - 1u)) << (24 - shift);
+  }
+  if (code >= E::MAX_CODE) return E::MAX_CODE | sign;
+  code += (rnd >> 8) < p24 ? 1u : 0u;
+  return code | sign;
+}
+
+#ifdef BC_ELEM_BITS
+#define BC_ELEM_SIGN_SHIFT (BC_ELEM_BITS - 1)
+BC_ELEM_TRAITS(bc_elem, BC_ELEM)
+static __device__ __forceinline__ u32 bc_encode_generic(float x) { return bc_encode_t<bc_elem>(x); }
+#endif
+#ifdef BC_SELEM_BITS
+BC_ELEM_TRAITS(bc_selem, BC_SELEM)
+#endif
+
+#ifdef BC_ELEM_BITS
 // Two codes, a in bits 0..7 and b in bits 8..15.
 static __device__ __forceinline__ u32 bc_encode2(float a, float b) {
 #if BC_ELEM_HW_CVT
@@ -186,21 +253,7 @@ static __device__ __forceinline__ void bc_encode_scaled(const float *f, float sc
   }
 }
 
-static __device__ __forceinline__ float bc_decode(u32 c) {
-  if (BC_ELEM_IS_NAN(c)) return __uint_as_float(0x7FFFFFFFu);
-  u32 s = BC_ELEM_SIGNED ? ((c >> BC_ELEM_SIGN_SHIFT) & 1u) << 31 : 0u;
-  if (BC_ELEM_IS_INF(c)) return __uint_as_float(s | 0x7F800000u);
-  u32 e = (c >> BC_ELEM_MBITS) & ((1u << (BC_ELEM_BITS - BC_ELEM_SIGNED - BC_ELEM_MBITS)) - 1u);
-  u32 m = c & ((1u << BC_ELEM_MBITS) - 1u);
-  float v;
-  if (e == 0) {
-    // subnormal: m * 2^(1 - bias - mbits), exact
-    v = (float)m * __uint_as_float((u32)(127 + 1 - BC_ELEM_BIAS - BC_ELEM_MBITS) << 23);
-  } else {
-    v = __uint_as_float(((e + 127 - BC_ELEM_BIAS) << 23) | (m << (23 - BC_ELEM_MBITS)));
-  }
-  return __uint_as_float(__float_as_uint(v) | s);
-}
+static __device__ __forceinline__ float bc_decode(u32 c) { return bc_decode_t<bc_elem>(c); }
 
 // Two codes (a in bits 0..7, b in bits 8..15) to fp32. With the hardware conversion, through
 // fp16 (exact when every element value is an fp16 value; NaN stays NaN, Inf stays Inf).
@@ -264,3 +317,168 @@ static __device__ __forceinline__ float bc_block_max(float v) {
   }
   return v;
 }
+
+// ---------------------------------------------------------------------------------------------
+// block formats: scale layouts, block scale rules, Philox4x32-10
+// ---------------------------------------------------------------------------------------------
+// A scale layout (runtime/bc_internal.h: bci_sl): the logical scale matrix [lrows, lcols] padded
+// to [prows, pcols]; order 0 row-major (ld = pcols), 1 stored transposed (ld = prows), 2 the
+// 128x4 GEMM swizzle.
+struct bc_sl {
+  i64 ld, lrows, lcols, prows, pcols;
+  int order, per_row;
+};
+
+static __device__ __forceinline__ i64 bc_sl_offset(const bc_sl &sl, i64 r, i64 c) {
+  if (sl.order == 0) return r * sl.ld + c;
+  if (sl.order == 1) return c * sl.ld + r;
+  return (r >> 7) * (sl.pcols >> 2) * 512 + (c >> 2) * 512 + (r & 31) * 16 + ((r & 127) >> 5) * 4 + (c & 3);
+}
+
+// Zero the i-th padding entry of a scale layout (i < bc_sl_pad_count); entries are `bytes` wide.
+static __device__ __forceinline__ i64 bc_sl_pad_count(const bc_sl &sl) { return sl.prows * sl.pcols - sl.lrows * sl.lcols; }
+static __device__ __forceinline__ void bc_sl_pad_zero(const bc_sl &sl, void *scale, int bytes, i64 i) {
+  i64 below = (sl.prows - sl.lrows) * sl.pcols;  // whole padding rows first
+  i64 r, c;
+  if (i < below) {
+    r = sl.lrows + i / sl.pcols;
+    c = i % sl.pcols;
+  } else {
+    i -= below;
+    i64 w = sl.pcols - sl.lcols;
+    r = i / w;
+    c = sl.lcols + i % w;
+  }
+  i64 off = bc_sl_offset(sl, r, c);
+  if (bytes == 4) ((u32 *)scale)[off] = 0u; else ((u8 *)scale)[off] = 0u;
+}
+
+// Philox4x32-10 (Salmon et al., SC'11): counter c, key k.
+static __device__ __forceinline__ uint4 bc_philox(uint4 c, uint2 k) {
+#pragma unroll
+  for (int i = 0; i < 10; i++) {
+    u32 hi0 = __umulhi(0xD2511F53u, c.x), lo0 = 0xD2511F53u * c.x;
+    u32 hi1 = __umulhi(0xCD9E8D57u, c.z), lo1 = 0xCD9E8D57u * c.z;
+    c = make_uint4(hi1 ^ c.y ^ k.x, lo1, hi0 ^ c.w ^ k.y, lo0);
+    k.x += 0x9E3779B9u;
+    k.y += 0xBB67AE85u;
+  }
+  return c;
+}
+
+// Random bits of element `e` (an index in the direction's stream): word e % 4 of
+// Philox(counter = (e / 4, offset), key = seed).
+struct bc_rng {
+  u64 seed, offset, group;
+  uint4 r;
+  __device__ __forceinline__ void init(u64 s, u64 o) { seed = s; offset = o; group = ~0ull; }
+  __device__ __forceinline__ u32 bits(u64 e) {
+    u64 g = e >> 2;
+    if (g != group) {
+      group = g;
+      r = bc_philox(make_uint4((u32)g, (u32)(g >> 32), (u32)offset, (u32)(offset >> 32)), make_uint2((u32)seed, (u32)(seed >> 32)));
+    }
+    u32 w = (u32)(e & 3);
+    return w == 0 ? r.x : w == 1 ? r.y : w == 2 ? r.z : r.w;
+  }
+};
+
+#ifdef BC_BLOCK_FORMAT
+// The scale of one block from its amax: `enc` multiplies the inputs before the conversion;
+// `stored` is the scale_inv entry (fp32 bits, or an e8m0 / scale-element code).
+struct bc_bscale {
+  float enc;
+  u32 stored;
+};
+
+// Per-tensor part of a two-level rule, from the global amax: S_enc * (1 / elem_max) and S_dec.
+struct bc_tensor_scale {
+  float enc_per_elem, dec;
+};
+
+static __device__ __forceinline__ bc_tensor_scale bc_tensor_scale_from_amax(const float *global_amax) {
+  bc_tensor_scale t;
+  t.enc_per_elem = 1.0f;
+  t.dec = 1.0f;
+#if BC_RULE == 3
+  float ga = *global_amax;
+  float s_enc = fminf(__fdiv_rn(BC_TWO_LEVEL_NUM, ga), BC_FLT_MAX);
+  if (ga == 0.0f || s_enc == 0.0f) s_enc = 1.0f;
+  t.enc_per_elem = __fmul_rn(s_enc, __frcp_rn(BC_ELEM_MAX_FINITE));
+  t.dec = __double2float_rn(__ddiv_rn(1.0, (double)s_enc));
+#endif
+  return t;
+}
+
+// 2^(127 - e) for an e8m0 code e (e = 254: the denormal 2^-127, e = 255: NaN)
+static __device__ __forceinline__ float bc_e8m0_enc(u32 e) {
+  if (e == 255u) return __uint_as_float(0x7FFFFFFFu);
+  if (e == 254u) return __uint_as_float(0x00400000u);
+  return __uint_as_float((254u - e) << 23);
+}
+// 2^(e - 127) (e = 0: the denormal 2^-127, e = 255: NaN)
+static __device__ __forceinline__ float bc_e8m0_dec(u32 e) {
+  if (e == 255u) return __uint_as_float(0x7FFFFFFFu);
+  if (e == 0u) return __uint_as_float(0x00400000u);
+  return __uint_as_float(e << 23);
+}
+
+#ifdef BC_DTYPE
+static __device__ __forceinline__ bc_bscale bc_block_scale(float amax, const bc_tensor_scale &ts) {
+  bc_bscale s;
+#if BC_RULE == 0
+  // fp32 scale_from_amax: fmax / amax (IEEE), Inf -> BC_SCALE_INF_VALUE, pow2 -> 2^k below
+  float a = amax < BC_SCALE_EPS ? BC_SCALE_EPS : amax;
+  float sc;
+  if (a == 0.0f || a != a || a == __uint_as_float(0x7F800000u)) {
+    sc = 1.0f;
+  } else {
+    sc = __fdiv_rn(BC_ELEM_MAX_FINITE, a);
+    if (sc == __uint_as_float(0x7F800000u)) sc = BC_SCALE_INF_VALUE;
+#if BC_SCALE_POW2
+    sc = __uint_as_float(__float_as_uint(sc) & 0xFF800000u);
+#endif
+  }
+  s.enc = sc;
+  s.stored = __float_as_uint(__frcp_rn(sc));
+#elif BC_RULE == 1
+  // RCEIL: the smallest e with 2^(e-127) >= amax * (1 / elem_max), saturating at 254
+  float v = __fmul_rn(amax, __frcp_rn(BC_ELEM_MAX_FINITE));
+  u32 b = __float_as_uint(v), ex = b >> 23, e;
+  if (v != v) e = 255u;
+  else if (ex == 0u) e = (b <= 0x00400000u) ? 0u : 1u;  // zero and denormals: 2^-127 or 2^-126
+  else e = ex + ((b & 0x7FFFFFu) != 0u ? 1u : 0u);
+  if (e > 254u && v == v) e = 254u;
+  s.stored = e;
+  s.enc = bc_e8m0_enc(e);
+#elif BC_RULE == 2
+  // FLOOR (OCP): 2^(floor(log2 amax) - emax_elem), clamped to the e8m0 range
+  u32 b = __float_as_uint(amax), ex = b >> 23, e;
+  if (amax != amax) e = 255u;
+  else if (ex == 255u) e = 254u;  // Inf
+  else if (ex == 0u || ex <= BC_ELEM_EMAX) e = 0u;
+  else e = ex - BC_ELEM_EMAX > 254u ? 254u : ex - BC_ELEM_EMAX;
+  s.stored = e;
+  s.enc = bc_e8m0_enc(e);
+#else
+  // two-level (NVFP4): s = scale_elem(amax * S_enc / elem_max); encode factor 1 / (s * S_dec)
+  u32 code = bc_encode_t<bc_selem>(__fmul_rn(amax, ts.enc_per_elem));
+  float fs = bc_decode_t<bc_selem>(code);
+  s.stored = code;
+  s.enc = fminf(__fdiv_rn(1.0f, __fmul_rn(fs, ts.dec)), BC_FLT_MAX);
+#endif
+  return s;
+}
+#endif
+
+// The dequantization factor of a stored scale entry (fp32 scale_inv, e8m0, scale element).
+static __device__ __forceinline__ float bc_scale_dec(u32 stored) {
+#if BC_RULE == 0
+  return __uint_as_float(stored);
+#elif BC_RULE == 1 || BC_RULE == 2
+  return bc_e8m0_dec(stored);
+#else
+  return bc_decode_t<bc_selem>(stored);
+#endif
+}
+#endif

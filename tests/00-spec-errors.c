@@ -74,7 +74,7 @@ int main(void) {
   is_str_has(bc_last_error(ctx), want, "wrong type: field, expected, found");
 
   CASE(load_with(ctx, 5, "scale = { type = \"fp32\", rule = \"amx\" }"), BC_ERR_SPEC, "bad enum value");
-  is_str_has(bc_last_error(ctx), "field 'scale.rule': expected one of \"amax\", found \"amx\"", "bad enum: lists choices");
+  is_str_has(bc_last_error(ctx), "field 'scale.rule': expected one of \"amax\", \"rceil\", \"floor\", \"two_level\", found \"amx\"", "bad enum: lists choices");
 
   CASE(load_with(ctx, 3, "element = 2^3"), BC_ERR_SPEC, "number where a string is needed");
   is_str_has(bc_last_error(ctx), "field 'element': expected a string, found the float 8", "found a float");
@@ -87,7 +87,34 @@ int main(void) {
   is_str_has(bc_last_error(ctx), want, "missing field: names it");
 
   CASE(load_with(ctx, 3, "element = \"e9m9\""), BC_ERR_SPEC, "unknown element");
-  is_str_has(bc_last_error(ctx), "an element of specs/elements.lua (e4m3, e5m2)", "unknown element: lists the known ones");
+  is_str_has(bc_last_error(ctx), "an element of specs/elements.lua (e2m1, e4m3, e5m2, e8m0, ue4m3)", "unknown element: lists the known ones");
+
+  /* block formats: the checks that span fields */
+  static const char BLOCK[] =
+    "name = \"t_blk\"\ndescription = \"t\"\nelement = \"e2m1\"\nblock = { rows = 1, cols = 32 }\n"
+    "scale = { type = \"e8m0\", rule = \"rceil\" }\npacking = \"low_first\"\n"
+    "rowwise = { layout = \"rowmajor\", scale_layout = { order = \"rowmajor\", pad_rows = 128, pad_cols = 4 } }\n";
+  CASE(load(ctx, BLOCK), BC_OK, "a block-scaled spec loads");
+  char bad[2048];
+#define BLOCK_CASE(from, to, what, msg)                                          \
+  do {                                                                           \
+    const char *at_ = strstr(BLOCK, from);                                       \
+    snprintf(bad, sizeof bad, "%.*s%s%s", (int)(at_ - BLOCK), BLOCK, to, at_ + strlen(from)); \
+    CASE(load(ctx, bad), BC_ERR_SPEC, what);                                     \
+    is_str_has(bc_last_error(ctx), msg, what ": the message");                  \
+  } while (0)
+  BLOCK_CASE("rows = 1, cols = 32", "rows = 2, cols = 32", "a 2x32 block", "2x32 blocks are not supported by this version");
+  BLOCK_CASE("rows = 1, cols = 32", "rows = 1, cols = 24", "a block of 24", "field 'block.cols': expected a power of two from 16 to 128");
+  BLOCK_CASE("rule = \"rceil\"", "rule = \"two_level\"", "rule for the scale type",
+             "field 'scale.rule': expected \"rceil\" or \"floor\" for scale type e8m0");
+  BLOCK_CASE("type = \"e8m0\"", "type = \"e4m3\"", "a signed scale element", "expected an unsigned element");
+  BLOCK_CASE("packing = \"low_first\"\n", "", "no packing for 4-bit elements", "field 'packing' is needed for 4-bit elements");
+  BLOCK_CASE(", scale_layout = { order = \"rowmajor\", pad_rows = 128, pad_cols = 4 }", "", "no scale layout",
+             "field 'rowwise.scale_layout' is needed by a block-scaled format");
+  BLOCK_CASE("pad_cols = 4 }", "pad_cols = 4, index = \"row\" }", "per-row scales of a 1D block",
+             "field 'rowwise.scale_layout.index': expected \"block\"");
+  BLOCK_CASE("element = \"e2m1\"", "element = \"e4m3\"", "packing for an 8-bit element",
+             "field 'packing': expected nothing for 8-bit elements");
 
   CASE(load_with(ctx, 4, "block = string.rep('x', 3)"), BC_ERR_SPEC, "reading a global");
   is_str_has(bc_last_error(ctx), "'string' is not available in a spec", "globals are not readable");

@@ -32,7 +32,7 @@ t "cache verify finds and removes a corrupt entry (exit 1)" '[ $rc -eq 1 ] && gr
 $BIN cache clear > /dev/null
 t "cache clear empties it" '$BIN cache ls | grep -q ": 0 kernels"'
 $BIN compile --format nope 2> "$tmp/c3.log"; rc=$?
-t "compile of an unknown format fails with the known ones" '[ $rc -ne 0 ] && grep -q "known formats: fp8_e4m3_tensor, fp8_e5m2_tensor" "$tmp/c3.log"'
+t "compile of an unknown format fails with the known ones" '[ $rc -ne 0 ] && grep -q "known formats: fp8_block_128x128, fp8_block_1x128, fp8_e4m3_tensor" "$tmp/c3.log"'
 unset BLOCKCAST_CACHE_DIR
 if command -v make >/dev/null && [ -f runtime/build.mk ]; then
   make --no-print-directory -q -f runtime/build.mk B="$B" all; rc=$?

@@ -248,7 +248,8 @@ int main(void) {
   snprintf(tpath, sizeof tpath, "%s/bad-tuning.lua", cache);
   FILE *tf = fopen(tpath, "w");
   fputs("amax = { threads = 512 }\nquantize_row = { threads = 256 }\n"
-        "quantize_tile = { threads = 256, tile_rows = 24, tile_cols = 64, col_vec = 8 }\ndequantize = { threads = 256 }\n", tf);
+        "quantize_tile = { threads = 256, tile_rows = 24, tile_cols = 64, col_vec = 8 }\ndequantize = { threads = 256 }\n"
+        "quantize_block = { threads = 256 }\ndequantize_block = { threads = 256 }\n", tf);
   fclose(tf);
   setenv("BLOCKCAST_TUNING", tpath, 1);
   setenv("BLOCKCAST_DUMP_DIR", cache, 1);

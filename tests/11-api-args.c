@@ -24,7 +24,7 @@ int main(void) {
   ok(strcmp(bc_status_string(BC_ERR_NVRTC), "BC_ERR_NVRTC") == 0 && bc_status_string((bc_status)99) != NULL, "status names");
 
   const bc_format *f = NULL, *g = NULL;
-  ERR_HAS(bc_format_get(ctx, "nope", &f), BC_ERR_ARG, "no format named 'nope'; known formats: fp8_e4m3_tensor, fp8_e5m2_tensor", "unknown format");
+  ERR_HAS(bc_format_get(ctx, "nope", &f), BC_ERR_ARG, "no format named 'nope'; known formats: fp8_block_128x128, fp8_block_1x128, fp8_e4m3_tensor", "unknown format");
   ERR_HAS(bc_format_get(ctx, NULL, &f), BC_ERR_ARG, "'name' is NULL", "NULL name");
   is_int(bc_format_get(ctx, "fp8_e4m3_tensor", &f), BC_OK, "format by name");
 
@@ -58,7 +58,7 @@ int main(void) {
   ERR_HAS(bc_amax(ctx, NULL, fp, NULL), BC_ERR_ARG, "argument 'x' is NULL", "NULL tensor");
   ERR_HAS(bc_amax(ctx, &x, NULL, NULL), BC_ERR_ARG, "'amax' is NULL", "NULL amax");
 
-  bc_qtensor q = { f, 4, 8, dev + 4096, fp + 100, dev + 8192, fp + 101, fp + 102, fp + 103 };
+  bc_qtensor q = { f, 4, 8, dev + 4096, fp + 100, dev + 8192, fp + 101, fp + 102, fp + 103, 0, 0, 0, 0 };
   bc_qtensor r;
   r = q; r.rows = 5;
   ERR_HAS(bc_quantize(ctx, &x, &r, NULL), BC_ERR_ARG, "q has shape [5, 8] but x has [4, 8]", "shape mismatch");

@@ -13,74 +13,13 @@
 #include "blockcast.h"
 #include "gpu.h"
 #include "tap.h"
+#include "testdata.h"
 
 static bc_ctx *ctx;
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static uint64_t next(void) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return rng;
-}
-
-/* kind 0: finite data with 0/-0/denormals/NaN; kind 1: plus +-Inf and +-dtype max;
- * kind 2: like 0 but large (past the saturation point at scale 1) */
-static void fill(void *buf, bc_dtype dt, size_t n, int kind) {
-  for (size_t i = 0; i < n; i++) {
-    uint64_t r = next();
-    int special = (r & 127) == 0;
-    unsigned sign = (unsigned)(r >> 8) & 1, sel = (unsigned)(r >> 9) & 7;
-    uint32_t mant = (uint32_t)(r >> 20);
-    int e = (int)((r >> 12) % 31) - 20; /* 2^-20 .. 2^10 */
-    if (kind == 2) e += 8;
-    if (dt == BC_FP32) {
-      uint32_t b = (sign << 31) | ((uint32_t)(127 + e) << 23) | (mant & 0x7FFFFF);
-      if (special) {
-        uint32_t sp[8] = { 0, 0x80000000u, 0x00000001u | (mant & 0x7FFFFF), 0x7FC00000u, 0xFFC00001u,
-                           kind == 1 ? 0x7F800000u : 0x3F800000u, kind == 1 ? 0xFF800000u : 0x43E00000u,
-                           kind == 1 ? 0x7F7FFFFFu : 0x43E80000u };
-        b = sp[sel] ^ (sel > 4 ? 0 : 0);
-      }
-      ((uint32_t *)buf)[i] = b;
-    } else if (dt == BC_BF16) {
-      uint16_t b = (uint16_t)((sign << 15) | ((unsigned)(127 + e) << 7) | (mant & 0x7F));
-      if (special) {
-        uint16_t sp[8] = { 0, 0x8000, (uint16_t)(0x0001 | (mant & 0x7F)), 0x7FC0, 0xFFC1,
-                           kind == 1 ? 0x7F80 : 0x3F80, kind == 1 ? 0xFF80 : 0x43E0, kind == 1 ? 0x7F7F : 0x43E8 };
-        b = sp[sel];
-      }
-      ((uint16_t *)buf)[i] = b;
-    } else {
-      int he = 15 + (e < -14 ? -14 : e > 15 ? 15 : e);
-      uint16_t b = (uint16_t)((sign << 15) | ((unsigned)he << 10) | (mant & 0x3FF));
-      if (special) {
-        uint16_t sp[8] = { 0, 0x8000, (uint16_t)(0x0001 | (mant & 0x3FF)), 0x7E00, 0xFE01,
-                           kind == 1 ? 0x7C00 : 0x3C00, kind == 1 ? 0xFC00 : 0x5F00, kind == 1 ? 0x7BFF : 0x5F40 };
-        b = sp[sel];
-      }
-      ((uint16_t *)buf)[i] = b;
-    }
-  }
-}
-
 typedef struct dev_q {
   uint8_t *row, *col;
   float *rsi, *csi, *amax, *scale;
 } dev_q;
-
-static int first_diff_report(const char *what, const void *got, const void *want, size_t n) {
-  const uint8_t *g = got, *w = want;
-  size_t bad = 0, first = 0;
-  for (size_t i = 0; i < n; i++)
-    if (g[i] != w[i]) { if (!bad) first = i; bad++; }
-  if (bad) {
-    diag("  %s: %zu of %zu bytes differ; first at byte %zu: got 0x%02X expected 0x%02X", what, bad, n, first, g[first], w[first]);
-    int shown = 0;
-    for (size_t i = first + 1; i < n && shown < 4; i++)
-      if (g[i] != w[i]) { diag("    byte %zu: got 0x%02X expected 0x%02X", i, g[i], w[i]); shown++; }
-  }
-  return bad == 0;
-}
 
 /* one quantize run (current scaling or cast with a fixed scale) + dequantize of each direction */
 static void run_case(const bc_format *f, bc_dtype dt, int64_t rows, int64_t cols, int64_t stride, int dirs, int kind,
@@ -105,7 +44,7 @@ static void run_case(const bc_format *f, bc_dtype dt, int64_t rows, int64_t cols
   if (!current) CK(cudaMemcpy(d.scale, &fixed_scale, 4, cudaMemcpyHostToDevice));
 
   bc_tensor x = { d_in, dt, rows, cols, stride };
-  bc_qtensor q = { f, rows, cols, d.row, d.row ? d.rsi : NULL, d.col, d.col ? d.csi : NULL, d.amax, d.scale };
+  bc_qtensor q = { f, rows, cols, d.row, d.row ? d.rsi : NULL, d.col, d.col ? d.csi : NULL, d.amax, d.scale, 0, 0, 0, 0 };
   bc_status s = current ? bc_quantize(ctx, &x, &q, NULL) : bc_quantize_cast(ctx, &x, &q, NULL);
   cudaError_t ce = cudaDeviceSynchronize();
 
@@ -116,7 +55,7 @@ static void run_case(const bc_format *f, bc_dtype dt, int64_t rows, int64_t cols
   r_fl[3] = fixed_scale;
   bc_tensor hx = { h_in, dt, rows, cols, stride };
   bc_qtensor hq = { f, rows, cols, d.row ? r_row : NULL, d.row ? &r_fl[0] : NULL, d.col ? r_col : NULL,
-                    d.col ? &r_fl[1] : NULL, &r_fl[2], &r_fl[3] };
+                    d.col ? &r_fl[1] : NULL, &r_fl[2], &r_fl[3], 0, 0, 0, 0 };
   bc_status rs = current ? bc_ref_quantize(ctx, &hx, &hq) : bc_ref_quantize_cast(ctx, &hx, &hq);
   int good = s == BC_OK && ce == cudaSuccess && rs == BC_OK;
   if (!good) diag("  status %s (%s), cuda %s, ref %s", bc_status_string(s), bc_last_error(ctx), cudaGetErrorString(ce), bc_status_string(rs));

@@ -82,7 +82,9 @@ BC_API size_t bc_format_count(const bc_ctx *ctx);
 BC_API const bc_format *bc_format_at(const bc_ctx *ctx, size_t i);
 
 typedef enum bc_block_kind {
-  BC_BLOCK_TENSOR = 0 /* one scale for the whole tensor */
+  BC_BLOCK_TENSOR = 0, /* one scale for the whole tensor */
+  BC_BLOCK_1D = 1,     /* 1 x N blocks along a row (N x 1 for the columnwise direction) */
+  BC_BLOCK_2D = 2      /* N x N blocks, one scale shared by both directions */
 } bc_block_kind;
 
 typedef struct bc_format_info {
@@ -95,6 +97,12 @@ typedef struct bc_format_info {
   float element_max;         /* largest finite element value */
   int has_rowwise, has_columnwise;
   int columnwise_transposed; /* columnwise data is [cols, rows] */
+  int block_rows, block_cols; /* rowwise block shape in elements (0 x 0 for per-tensor) */
+  const char *scale_type;    /* "fp32", "e8m0", "ue4m3": the type of the scale_inv entries */
+  const char *scale_rule;    /* "amax", "rceil", "floor", "two_level" */
+  int scale_bytes;           /* bytes per scale_inv entry */
+  int two_level;             /* a per-tensor fp32 scale (from q->amax) on top of the block scales */
+  int stochastic_rounding;   /* the spec allows stochastic rounding (bc_qtensor.stochastic_rounding) */
 } bc_format_info;
 
 BC_API bc_status bc_format_get_info(bc_ctx *ctx, const bc_format *fmt, bc_format_info *info);
@@ -113,11 +121,22 @@ typedef struct bc_tensor {
 
 /* A quantized tensor of logical shape [rows, cols]. A direction is present when its data
  * pointer is set: quantize writes every present direction in one read of the input.
- *   rowwise_data        [rows, cols] codes, row-major
- *   columnwise_data     per-tensor formats: transposed, [cols, rows]
- *   *_scale_inv         per-tensor formats: fp32[1] each (written by quantize)
+ * bc_qtensor_layout gives the exact shape and byte size of every buffer.
+ *   rowwise_data        [rows, cols] codes, row-major (4-bit elements: two per byte, the order
+ *                       given by the spec; element 2j in the low nibble for the built-in specs)
+ *   columnwise_data     transposed [cols, rows], or [rows, cols] when the spec says so (MXFP8)
+ *   *_scale_inv         per-tensor formats: fp32[1] each (written by quantize).
+ *                       block formats: one entry per block (fp32, e8m0 or ue4m3 bytes) in the
+ *                       spec's layout, padding written as zeros; or in the 128x4 GEMM swizzle
+ *                       when scale_swizzled is set.
  *   amax, scale         per-tensor formats: fp32[1] each, device memory; bc_quantize writes
- *                       both (current scaling), bc_quantize_cast reads scale. */
+ *                       both (current scaling), bc_quantize_cast reads scale.
+ *                       two-level formats (NVFP4): amax is the global amax, fp32[1]: bc_quantize
+ *                       writes it, bc_quantize_cast and bc_dequantize read it; scale is unused.
+ *                       other block formats: both unused (scales are computed per block).
+ *   stochastic_rounding formats whose spec allows it: round stochastically with Philox4x32-10
+ *                       keyed by (sr_seed, sr_offset) and each element's index, so the bits do
+ *                       not depend on the launch configuration. */
 typedef struct bc_qtensor {
   const bc_format *format;
   int64_t rows, cols;
@@ -127,6 +146,9 @@ typedef struct bc_qtensor {
   void *columnwise_scale_inv;
   float *amax;
   float *scale;
+  int scale_swizzled;
+  int stochastic_rounding;
+  uint64_t sr_seed, sr_offset;
 } bc_qtensor;
 
 typedef enum bc_direction {
@@ -139,6 +161,31 @@ typedef enum bc_direction {
 BC_API bc_status bc_qtensor_sizes(bc_ctx *ctx, const bc_format *fmt, int64_t rows, int64_t cols, bc_direction dir,
                            size_t *data_bytes, size_t *scale_inv_bytes);
 
+/* The exact buffers of one direction of a quantized tensor. Data is a [data_rows, data_cols]
+ * matrix of elements, row-major, data_bytes in all. Scales: a stored [scale_rows, scale_cols]
+ * matrix of scale_elem_bytes entries (scale_bytes in all), of which the blocks use
+ * [scale_valid_rows, scale_valid_cols] (the rest is padding, written as zeros); with
+ * scale_swizzled the same entries in the 128x4 GEMM swizzle (scale_rows a multiple of 128,
+ * scale_cols of 4). Per-tensor formats: one fp32 entry. A shape the format cannot hold (an odd
+ * row length for 4-bit elements) is BC_ERR_ARG naming the dimension and the multiple needed. */
+typedef struct bc_qlayout {
+  int64_t data_rows, data_cols;
+  size_t data_bytes;
+  int64_t scale_rows, scale_cols;
+  int64_t scale_valid_rows, scale_valid_cols;
+  size_t scale_elem_bytes, scale_bytes;
+} bc_qlayout;
+
+BC_API bc_status bc_qtensor_layout(bc_ctx *ctx, const bc_format *fmt, int64_t rows, int64_t cols, bc_direction dir,
+                                   int scale_swizzled, bc_qlayout *out);
+
+/* Convert the scale_inv tensor of one direction of a [rows, cols] quantized tensor between the
+ * compact layout and the 128x4 GEMM swizzle: from_swizzled 0 reads compact and writes swizzled,
+ * 1 the reverse. src and dst are device buffers of the sizes bc_qtensor_layout gives; they must
+ * not overlap. Padding is written as zeros. */
+BC_API bc_status bc_scale_swizzle(bc_ctx *ctx, const bc_format *fmt, int64_t rows, int64_t cols, bc_direction dir,
+                                  const void *src, int from_swizzled, void *dst, void *stream);
+
 /* ---- operations (asynchronous on `stream`, a CUstream / cudaStream_t; NULL = default) ------- */
 
 /* amax = max |x| over the tensor (NaN ignored) into device fp32[1] `amax`. */
@@ -149,16 +196,20 @@ BC_API bc_status bc_amax(bc_ctx *ctx, const bc_tensor *x, float *amax, void *str
 BC_API bc_status bc_compute_scale(bc_ctx *ctx, const bc_format *fmt, const float *amax, float *scale, float *scale_inv,
                            void *stream);
 
-/* Current scaling: amax of x -> q->amax, scale -> q->scale, then cast into every present
- * direction of q (one read of x for both directions). */
+/* Per-tensor formats, current scaling: amax of x -> q->amax, scale -> q->scale, then cast into
+ * every present direction of q (one read of x for both directions).
+ * Block formats: block amax, block scales and the cast of every present direction in one read
+ * of x; two-level formats (NVFP4) first write the global amax of x to q->amax. */
 BC_API bc_status bc_quantize(bc_ctx *ctx, const bc_tensor *x, bc_qtensor *q, void *stream);
 
 /* Cast only, with the scale already in q->scale (delayed scaling, or a scale computed from an
- * all-reduced amax). */
+ * all-reduced amax). Two-level formats: with the global amax already in q->amax (e.g. all-reduced
+ * over a communicator). Other block formats: the same as bc_quantize. */
 BC_API bc_status bc_quantize_cast(bc_ctx *ctx, const bc_tensor *x, bc_qtensor *q, void *stream);
 
 /* Dequantize one direction of q into out. Its shape is the direction's data shape: [rows, cols]
- * for rowwise, [cols, rows] for transposed columnwise data. */
+ * for rowwise, [cols, rows] for transposed columnwise data (bc_qtensor_layout: data_rows x
+ * data_cols elements). */
 BC_API bc_status bc_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction dir, const bc_tensor *out, void *stream);
 
 /* ---- kernels ------------------------------------------------------------------------------ */

@@ -13,48 +13,9 @@
 
 #include "blockcast.h"
 #include "gpu.h"
+#include "bench.h"
 
 static bc_ctx *ctx;
-static int reps = 30;
-
-static int cmpf(const void *a, const void *b) {
-  float x = *(const float *)a, y = *(const float *)b;
-  return x < y ? -1 : x > y;
-}
-
-typedef int (*op_fn)(int i, void *u);
-
-#define BATCH 10
-
-static float time_median(op_fn fn, void *u) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; i++) if (fn(i, u)) return -1;
-  float *ms = malloc(sizeof(float) * (size_t)reps);
-  for (int i = 0; i < reps; i++) {
-    CK(cudaEventRecord(a, 0));
-    for (int k = 0; k < BATCH; k++)
-      if (fn(i * BATCH + k, u)) return -1;
-    CK(cudaEventRecord(b, 0));
-    CK(cudaEventSynchronize(b));
-    CK(cudaEventElapsedTime(&ms[i], a, b));
-    ms[i] /= BATCH;
-  }
-  qsort(ms, (size_t)reps, sizeof *ms, cmpf);
-  float m = ms[reps / 2];
-  free(ms);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return m;
-}
-
-typedef struct copy_arg { void *dst, *src; size_t n; } copy_arg;
-static int do_copy(int i, void *u) {
-  copy_arg *c = u;
-  return cudaMemcpyAsync(c->dst, c->src, c->n, cudaMemcpyDeviceToDevice, 0) != cudaSuccess;
-}
-
 typedef struct q_arg {
   const bc_format *f;
   bc_tensor x[3];
@@ -95,8 +56,8 @@ static int validate(const bc_format *f, int64_t M, int64_t K, void *d_in, uint16
     CK(cudaMemset(d_col, 0xA5, n));
     CK(cudaMemset(fl, 0xA5, 16));
     bc_tensor x = { d_in, BC_BF16, M, K, 0 }, hx = { h_in, BC_BF16, M, K, 0 };
-    bc_qtensor q = { f, M, K, dirs & 1 ? d_row : NULL, fl, dirs & 2 ? d_col : NULL, fl + 1, fl + 2, fl + 3 };
-    bc_qtensor hq = { f, M, K, dirs & 1 ? r_row : NULL, rf, dirs & 2 ? r_col : NULL, rf + 1, rf + 2, rf + 3 };
+    bc_qtensor q = { f, M, K, dirs & 1 ? d_row : NULL, fl, dirs & 2 ? d_col : NULL, fl + 1, fl + 2, fl + 3, 0, 0, 0, 0 };
+    bc_qtensor hq = { f, M, K, dirs & 1 ? r_row : NULL, rf, dirs & 2 ? r_col : NULL, rf + 1, rf + 2, rf + 3, 0, 0, 0, 0 };
     if (bc_quantize(ctx, &x, &q, NULL) != BC_OK) { printf("# %s\n", bc_last_error(ctx)); return 0; }
     CK(cudaDeviceSynchronize());
     bc_ref_quantize(ctx, &hx, &hq);
@@ -132,14 +93,8 @@ int main(int argc, char **argv) {
   if (bc_format_get(ctx, fname, &f) != BC_OK) { printf("%s\n", bc_last_error(ctx)); return 1; }
 
   /* the copy: 1 GiB each way */
-  copy_arg c = { NULL, NULL, (size_t)1 << 30 };
-  c.src = dmalloc(c.n);
-  c.dst = dmalloc(c.n);
-  CK(cudaMemset(c.src, 1, c.n));
-  float cms = time_median(do_copy, &c);
-  double copy_gbs = 2.0 * (double)c.n / (cms * 1e-3) / 1e9;
-  cudaFree(c.src);
-  cudaFree(c.dst);
+  float cms;
+  double copy = copy_gbs(&cms);
 
   char line[512];
   FILE *o = out ? fopen(out, "w") : NULL;
@@ -148,7 +103,7 @@ int main(int argc, char **argv) {
   char date[32];
   strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
   EMIT("# bench_fp8_tensor: %s, %s, %s\n\n", fname, gpu_name(), date);
-  EMIT("device-to-device copy of 1 GiB: %.3f ms, %.0f GB/s (bytes read + written)\n", cms, copy_gbs);
+  EMIT("device-to-device copy of 1 GiB: %.3f ms, %.0f GB/s (bytes read + written)\n", cms, copy);
   EMIT("timing: median of %d samples, each %d back-to-back launches; bytes = input once + each output once\n\n", reps, BATCH);
   EMIT("| variant | shape | time (us) | GB/s | %% of copy | validated |\n|---|---|---|---|---|---|\n");
 
@@ -187,13 +142,13 @@ int main(int argc, char **argv) {
     for (size_t v = 0; v < sizeof vars / sizeof *vars; v++) {
       if (only && !strstr(vars[v].name, only)) continue;
       a.mode = vars[v].mode;
-      a.q = (bc_qtensor){ f, M, K, vars[v].dirs & 1 ? row : NULL, fl, vars[v].dirs & 2 ? col : NULL, fl + 1, fl + 2, fl + 3 };
+      a.q = (bc_qtensor){ f, M, K, vars[v].dirs & 1 ? row : NULL, fl, vars[v].dirs & 2 ? col : NULL, fl + 1, fl + 2, fl + 3, 0, 0, 0, 0 };
       if (a.mode == 3) { a.q.rowwise_data = row; a.deq = (bc_tensor){ deq, BC_BF16, M, K, 0 }; }
       float ms = time_median(do_q, &a);
       if (ms < 0) { all_valid = 0; continue; }
       double gbs = vars[v].bytes / (ms * 1e-3) / 1e9;
       EMIT("| %s | %lldx%lld bf16 | %.1f | %.0f | %.1f%% | %s |\n", vars[v].name, (long long)M, (long long)K, ms * 1e3, gbs,
-           100.0 * gbs / copy_gbs, vs);
+           100.0 * gbs / copy, vs);
     }
     cudaFree(deq); cudaFree(row); cudaFree(col); cudaFree(fl);
     for (int b = 0; b < 3; b++) cudaFree(bufs[b]);

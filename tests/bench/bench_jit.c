@@ -170,7 +170,7 @@ int main(int argc, char **argv) {
     const bc_format *f;
     bc_format_get(c, "fp8_e4m3_tensor", &f);
     bc_tensor in = { x, BC_BF16, M, K, 0 };
-    bc_qtensor q = { f, M, K, row, fl, col, fl + 1, fl + 2, fl + 3 };
+    bc_qtensor q = { f, M, K, row, fl, col, fl + 1, fl + 2, fl + 3, 0, 0, 0, 0 };
     bc_quantize(c, &in, &q, NULL);
     CK(cudaDeviceSynchronize());
     bc_stats st;

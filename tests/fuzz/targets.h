@@ -104,17 +104,25 @@ static inline int fuzz_args_one(const uint8_t *d, size_t n) {
   static _Alignas(64) unsigned char host[1 << 16]; /* stands in for memory; never used as device memory */
   bc_ctx *ctx = fz_ctx();
   fz_reader r = { d, n };
-  const bc_format *fmts[3] = { NULL, bc_format_at(ctx, 0), bc_format_at(ctx, 1) };
+  /* per-tensor and block formats (1D fp8, 2D, MX e8m0, two-level 4-bit), NULL, a bogus one */
+  const char *names[] = { "fp8_e4m3_tensor", "fp8_e5m2_tensor", "fp8_block_128x128", "mxfp8_e4m3", "mxfp4", "nvfp4", "nvfp4_2d" };
+  const bc_format *fmts[8] = { NULL };
+  for (int i = 0; i < 7; i++) bc_format_get(ctx, names[i], &fmts[i + 1]);
   bc_format bogus;
   memset(&bogus, 0, sizeof bogus);
   for (int iter = 0; iter < 8 && r.n; iter++) {
     unsigned op = (unsigned)fz_u64(&r, 1) % 12;
     bc_tensor x = { fz_ptr(&r, host), (bc_dtype)((int)fz_u64(&r, 1) % 5 - 1), fz_dim(&r), fz_dim(&r), fz_dim(&r) };
-    unsigned fsel = (unsigned)fz_u64(&r, 1) % 4;
-    const bc_format *fmt = fsel < 3 ? fmts[fsel] : &bogus;
+    unsigned fsel = (unsigned)fz_u64(&r, 1) % 9;
+    const bc_format *fmt = fsel < 8 ? fmts[fsel] : &bogus;
     bc_qtensor q = { fmt, fz_dim(&r), fz_dim(&r), fz_ptr(&r, host + 4096), fz_ptr(&r, host + 8192),
                      fz_ptr(&r, host + 12288), fz_ptr(&r, host + 16384), fz_ptr(&r, host + 20480),
-                     fz_ptr(&r, host + 24576) };
+                     fz_ptr(&r, host + 24576), 0, 0, 0, 0 };
+    unsigned flags = (unsigned)fz_u64(&r, 1);
+    q.scale_swizzled = flags & 1;
+    q.stochastic_rounding = (flags >> 1) & 1;
+    q.sr_seed = fz_u64(&r, 8);
+    q.sr_offset = fz_u64(&r, 8);
     char str[64];
     size_t sl = fz_u64(&r, 1) % sizeof str;
     for (size_t i = 0; i < sl; i++) str[i] = (char)fz_u64(&r, 1);
@@ -128,7 +136,12 @@ static inline int fuzz_args_one(const uint8_t *d, size_t n) {
     case 4: s = bc_compute_scale(ctx, fmt, fz_ptr(&r, host), fz_ptr(&r, host + 4), fz_ptr(&r, host + 8), NULL); break;
     case 5: {
       size_t a, b;
-      s = bc_qtensor_sizes(ctx, fmt, q.rows, q.cols, (bc_direction)fz_u64(&r, 1), &a, &b);
+      bc_direction dir = (bc_direction)fz_u64(&r, 1);
+      s = bc_qtensor_sizes(ctx, fmt, q.rows, q.cols, dir, &a, &b);
+      bc_qlayout l;
+      bc_status s2 = bc_qtensor_layout(ctx, fmt, q.rows, q.cols, dir, q.scale_swizzled, (flags & 4) ? NULL : &l);
+      if (s == BC_OK && s2 == BC_OK && (l.data_bytes != a || (!q.scale_swizzled && l.scale_bytes != b))) abort();
+      if (flags & 8) s = bc_scale_swizzle(ctx, fmt, q.rows, q.cols, dir, q.rowwise_data, (flags >> 4) & 1, q.columnwise_data, NULL);
       break;
     }
     case 6: {
@@ -159,8 +172,11 @@ static inline int fuzz_args_one(const uint8_t *d, size_t n) {
         x.data = host;
         x.dtype = (bc_dtype)(fz_u64(&r, 1) % 3);
         for (size_t i = 0; i < 4096 * 4 && r.n; i++) host[i] = (unsigned char)fz_u64(&r, 1);
+        /* data <= 4 KiB and scales <= 4 KiB each for a 64 x 64 tensor of any built-in format */
         float fl[4] = { 0 };
-        bc_qtensor hq = { fmt, x.rows, x.cols, host + 20000, &fl[0], (fz_u64(&r, 1) & 1) ? host + 30000 : NULL, &fl[1], &fl[2], &fl[3] };
+        bc_qtensor hq = { fmt, x.rows, x.cols, host + 20480, host + 28672, (fz_u64(&r, 1) & 1) ? host + 24576 : NULL, host + 32768,
+                          &fl[2], &fl[3], q.scale_swizzled, q.stochastic_rounding, q.sr_seed, q.sr_offset };
+        if (fmt && fmt->block == BC_BLOCK_TENSOR) { hq.rowwise_scale_inv = &fl[0]; hq.columnwise_scale_inv = &fl[1]; }
         s = bc_ref_quantize(ctx, &x, &hq);
         if (s == BC_OK) {
           bc_tensor o = { host + 40000, (bc_dtype)(fz_u64(&r, 1) % 3), x.rows, x.cols, 0 };

@@ -1,0 +1,98 @@
+/* bc_layout.c: the shapes of quantized tensors: data and scale matrices of each direction,
+ * padding, the compact and 128x4-swizzled scale layouts, and the shape checks (a 4-bit row
+ * needs an even length). Sizes, launches, the swizzle conversion and the CPU reference all take
+ * their geometry from here. */
+#include <string.h>
+
+#include "bc_internal.h"
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t round_up(int64_t a, int64_t m) { return ceil_div(a, m) * m; }
+
+int64_t bci_sl_offset(const bci_sl *sl, int64_t r, int64_t c) {
+  switch (sl->order) {
+  case 0: return r * sl->ld + c;
+  case 1: return c * sl->ld + r;
+  default:
+    /* 128x4 GEMM swizzle of a [prows, pcols] matrix (prows % 128 == 0, pcols % 4 == 0) */
+    return (r / 128) * (sl->pcols / 4) * 512 + (c / 4) * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + c % 4;
+  }
+}
+
+bc_status bci_geom_get(bc_ctx *ctx, const char *fn, const bc_format *f, int64_t rows, int64_t cols, bc_direction dir,
+                       int swizzled, bci_geom *g) {
+  memset(g, 0, sizeof *g);
+  const int col = dir == BC_COLUMNWISE;
+  const char *dn = col ? "columnwise" : "rowwise";
+  if (!(col ? f->has_columnwise : f->has_rowwise)) {
+    return bci_fail(ctx, BC_ERR_ARG, "%s: format '%s' has no %s direction", fn, f->name, dn);
+  }
+  g->vrows = col ? cols : rows;
+  g->vcols = col ? rows : cols;
+  int transposed = col ? f->columnwise_transposed : 1;
+  if (f->block == BC_BLOCK_TENSOR) transposed = col ? f->columnwise_transposed : 1;
+  else if (col) transposed = f->dir[1].transposed;
+  g->data_is_view = transposed;
+  g->drows = transposed ? g->vrows : g->vcols;
+  g->dcols = transposed ? g->vcols : g->vrows;
+  int bits = f->elem.bits;
+  if ((g->dcols * bits) % 8) {
+    int mult = 8 / bits;
+    /* data rows run along the input's columns, except for transposed columnwise data */
+    const char *dim = (col && transposed) ? "rows" : "cols";
+    return bci_fail(ctx, BC_ERR_ARG,
+                    "%s: format '%s' packs %d %d-bit elements per byte, so its %s data rows must hold whole bytes: %s is "
+                    "%lld; expected a multiple of %d",
+                    fn, f->name, mult, bits, dn, dim, (long long)g->dcols, mult);
+  }
+  g->data_bytes = (size_t)g->drows * (size_t)(g->dcols * bits / 8);
+  if (f->block == BC_BLOCK_TENSOR) {
+    if (swizzled)
+      return bci_fail(ctx, BC_ERR_ARG, "%s: format '%s' has one per-tensor scale; scale_swizzled applies to block formats only", fn,
+                      f->name);
+    g->vbr = 1;
+    g->srows = g->scols = g->svalid_rows = g->svalid_cols = 1;
+    g->sl = (bci_sl){ 1, 1, 1, 1, 1, 0, 0 };
+    g->scale_bytes = sizeof(float);
+    return BC_OK;
+  }
+  const bci_dir_spec *d = &f->dir[col];
+  g->vbr = f->block_rows;
+  g->vbc = f->block_cols;
+  if (col && f->block_rows == 1) g->vbr = 1; /* 1D: N x 1 in the input is 1 x N in the view */
+  bci_sl *sl = &g->sl;
+  sl->per_row = d->scale_per_row;
+  sl->lrows = d->scale_per_row ? g->vrows : ceil_div(g->vrows, g->vbr);
+  sl->lcols = ceil_div(g->vcols, g->vbc);
+  if (swizzled) {
+    sl->order = 2;
+    sl->prows = round_up(sl->lrows, 128);
+    sl->pcols = round_up(sl->lcols, 4);
+    sl->ld = sl->pcols;
+    g->srows = sl->prows;
+    g->scols = sl->pcols;
+    g->svalid_rows = sl->lrows;
+    g->svalid_cols = sl->lcols;
+  } else if (d->scale_order == 0) {
+    sl->order = 0;
+    sl->prows = round_up(sl->lrows, d->pad_rows);
+    sl->pcols = round_up(sl->lcols, d->pad_cols);
+    sl->ld = sl->pcols;
+    g->srows = sl->prows;
+    g->scols = sl->pcols;
+    g->svalid_rows = sl->lrows;
+    g->svalid_cols = sl->lcols;
+  } else {
+    /* stored [lcols, lrows], padded to the spec's multiples of the stored dims */
+    sl->order = 1;
+    sl->pcols = round_up(sl->lcols, d->pad_rows);
+    sl->prows = round_up(sl->lrows, d->pad_cols);
+    sl->ld = sl->prows;
+    g->srows = sl->pcols;
+    g->scols = sl->prows;
+    g->svalid_rows = sl->lcols;
+    g->svalid_cols = sl->lrows;
+  }
+  g->scale_bytes = (size_t)g->srows * (size_t)g->scols * (size_t)f->scale_bytes;
+  return BC_OK;
+}

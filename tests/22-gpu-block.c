@@ -1,0 +1,393 @@
+/* 22-gpu-block: the GPU tier for the block-scaled formats (fp8_block_1x128, fp8_block_128x128,
+ * mxfp8_e4m3, mxfp8_e5m2, mxfp4, nvfp4, nvfp4_2d). Every format x input dtype x direction (row,
+ * col, both in one read) against the CPU reference, bit-exact: data, scales (padding included),
+ * the NVFP4 global amax; then dequantize of each direction. Aligned and ragged shapes up to
+ * 8191x8193, random data with special values (0, -0, denormals, NaN, +-Inf, +-max, past the
+ * saturation point) and mostly-zero data (all-zero blocks). Outputs poisoned first. Also: the
+ * 128x4 swizzled scale layout and the compact <-> swizzled kernel; shapes a format cannot hold;
+ * NVFP4 stochastic rounding (bit-exact vs the reference, identical under another tile shape,
+ * unbiased); the FLOOR rule through a spec loaded at run time (NVRTC). */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "blockcast.h"
+#include "gpu.h"
+#include "tap.h"
+#include "testdata.h"
+
+static bc_ctx *ctx;
+
+typedef struct side {
+  bc_qlayout lay;
+  uint8_t *d_data, *d_scale;  /* device */
+  uint8_t *r_data, *r_scale;  /* reference */
+  uint8_t *g_data, *g_scale;  /* device results copied back */
+} side;
+
+static int side_alloc(const bc_format *f, int64_t rows, int64_t cols, bc_direction dir, int swz, side *s) {
+  memset(s, 0, sizeof *s);
+  if (bc_qtensor_layout(ctx, f, rows, cols, dir, swz, &s->lay) != BC_OK) return 0;
+  s->d_data = dmalloc(s->lay.data_bytes);
+  s->d_scale = dmalloc(s->lay.scale_bytes);
+  CK(cudaMemset(s->d_data, 0xA5, s->lay.data_bytes));
+  CK(cudaMemset(s->d_scale, 0xA5, s->lay.scale_bytes));
+  s->r_data = malloc(s->lay.data_bytes);
+  s->r_scale = malloc(s->lay.scale_bytes);
+  s->g_data = malloc(s->lay.data_bytes);
+  s->g_scale = malloc(s->lay.scale_bytes);
+  memset(s->r_data, 0x5A, s->lay.data_bytes);
+  memset(s->r_scale, 0x5A, s->lay.scale_bytes);
+  return 1;
+}
+
+static void side_free(side *s) {
+  if (s->d_data) cudaFree(s->d_data);
+  if (s->d_scale) cudaFree(s->d_scale);
+  free(s->r_data); free(s->r_scale); free(s->g_data); free(s->g_scale);
+}
+
+typedef struct opts {
+  int kind;        /* fill kind; 3: mostly zeros (all-zero blocks) */
+  int swz;         /* scale_swizzled */
+  int sr;          /* stochastic rounding */
+  uint64_t seed, offset;
+  int deq;         /* also dequantize (into the input dtype) */
+  int cast_amax;   /* two-level: bc_quantize_cast with a given global amax instead of bc_quantize */
+} opts;
+
+static void fill_kind(void *h, bc_dtype dt, size_t n, int kind) {
+  fill(h, dt, n, kind == 3 ? 0 : kind);
+  if (kind == 3) {
+    size_t es = bc_dtype_size(dt);
+    for (size_t i = 0; i < n; i++)
+      if ((next() & 15) != 0 || (i / 4096) % 3 == 0) memset((char *)h + i * es, 0, es);
+  }
+}
+
+/* one quantize (+ dequantize) case; returns 1 when bit-exact. g_out (optional) gets the device
+ * results of the rowwise side for cross-run comparisons. */
+static int run_case(const bc_format *f, bc_dtype dt, int64_t rows, int64_t cols, int dirs, opts o, const char *tag) {
+  size_t es = bc_dtype_size(dt), n = (size_t)(rows * cols);
+  void *h_in = malloc(n * es);
+  fill_kind(h_in, dt, n, o.kind);
+  void *d_in = dmalloc(n * es);
+  CK(cudaMemcpy(d_in, h_in, n * es, cudaMemcpyHostToDevice));
+  side sr = { 0 }, sc = { 0 };
+  int good = 1;
+  if (dirs & 1) good &= side_alloc(f, rows, cols, BC_ROWWISE, o.swz, &sr);
+  if (dirs & 2) good &= side_alloc(f, rows, cols, BC_COLUMNWISE, o.swz, &sc);
+  if (!good) diag("  layout: %s", bc_last_error(ctx));
+  bc_format_info info;
+  bc_format_get_info(ctx, f, &info);
+  float *d_amax = dmalloc(4);
+  float r_amax = 0, g_amax = 0;
+  float given = 1000.0f;
+  if (o.cast_amax) {
+    CK(cudaMemcpy(d_amax, &given, 4, cudaMemcpyHostToDevice));
+    r_amax = given;
+  } else {
+    CK(cudaMemset(d_amax, 0xA5, 4));
+  }
+  bc_tensor x = { d_in, dt, rows, cols, 0 };
+  bc_qtensor q = { f, rows, cols, sr.d_data, sr.d_scale, sc.d_data, sc.d_scale, d_amax, NULL, o.swz, o.sr, o.seed, o.offset };
+  bc_tensor hx = { h_in, dt, rows, cols, 0 };
+  bc_qtensor hq = { f, rows, cols, sr.r_data, sr.r_scale, sc.r_data, sc.r_scale, &r_amax, NULL, o.swz, o.sr, o.seed, o.offset };
+  bc_status s = BC_ERR_INTERNAL, rs = BC_ERR_INTERNAL;
+  if (good) {
+    s = o.cast_amax ? bc_quantize_cast(ctx, &x, &q, NULL) : bc_quantize(ctx, &x, &q, NULL);
+    if (s != BC_OK) diag("  quantize: %s", bc_last_error(ctx));
+    CK(cudaDeviceSynchronize());
+    rs = o.cast_amax ? bc_ref_quantize_cast(ctx, &hx, &hq) : bc_ref_quantize(ctx, &hx, &hq);
+    if (rs != BC_OK) diag("  reference: %s", bc_last_error(ctx));
+    good = s == BC_OK && rs == BC_OK;
+  }
+  side *sides[2] = { &sr, &sc };
+  const char *dn[2] = { "rowwise", "columnwise" };
+  for (int d = 0; good && d < 2; d++) {
+    side *sd = sides[d];
+    if (!sd->d_data) continue;
+    CK(cudaMemcpy(sd->g_data, sd->d_data, sd->lay.data_bytes, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(sd->g_scale, sd->d_scale, sd->lay.scale_bytes, cudaMemcpyDeviceToHost));
+    char what[64];
+    snprintf(what, sizeof what, "%s data", dn[d]);
+    good &= first_diff_report(what, sd->g_data, sd->r_data, sd->lay.data_bytes);
+    snprintf(what, sizeof what, "%s scale_inv", dn[d]);
+    good &= first_diff_report(what, sd->g_scale, sd->r_scale, sd->lay.scale_bytes);
+  }
+  if (good && info.two_level) {
+    CK(cudaMemcpy(&g_amax, d_amax, 4, cudaMemcpyDeviceToHost));
+    good &= first_diff_report("global amax", &g_amax, &r_amax, 4);
+  }
+  int ndeq = 0;
+  for (int d = 0; good && o.deq && d < 2; d++) {
+    side *sd = sides[d];
+    if (!sd->d_data) continue;
+    size_t ob = (size_t)(sd->lay.data_rows * sd->lay.data_cols) * es;
+    void *dout = dmalloc(ob), *hout = malloc(ob), *rout = malloc(ob);
+    CK(cudaMemset(dout, 0xA5, ob));
+    memset(rout, 0x5A, ob);
+    bc_tensor out = { dout, dt, sd->lay.data_rows, sd->lay.data_cols, 0 }, rout_t = { rout, dt, sd->lay.data_rows, sd->lay.data_cols, 0 };
+    bc_status ds = bc_dequantize(ctx, &q, (bc_direction)(d + 1), &out, NULL);
+    CK(cudaDeviceSynchronize());
+    bc_status rds = bc_ref_dequantize(ctx, &hq, (bc_direction)(d + 1), &rout_t);
+    if (ds != BC_OK || rds != BC_OK) diag("  dequantize %s: %s", dn[d], bc_last_error(ctx));
+    CK(cudaMemcpy(hout, dout, ob, cudaMemcpyDeviceToHost));
+    char what[64];
+    snprintf(what, sizeof what, "dequantize %s", dn[d]);
+    good &= ds == BC_OK && rds == BC_OK && first_diff_report(what, hout, rout, ob);
+    ndeq++;
+    cudaFree(dout);
+    free(hout);
+    free(rout);
+  }
+  const char *dirn[] = { "", "row", "col", "rowcol" };
+  ok(good, "%s %s %lldx%lld %s kind %d%s%s%s (+%d dequantize)%s%s", info.name, bc_dtype_name(dt), (long long)rows,
+     (long long)cols, dirn[dirs], o.kind, o.swz ? " swizzled" : "", o.sr ? " SR" : "", o.cast_amax ? " cast(amax)" : "", ndeq,
+     tag ? " " : "", tag ? tag : "");
+  side_free(&sr);
+  side_free(&sc);
+  cudaFree(d_in);
+  cudaFree(d_amax);
+  free(h_in);
+  return good;
+}
+
+/* compact <-> swizzled conversion kernel against quantize's own swizzled output */
+static void swizzle_case(const bc_format *f, int64_t rows, int64_t cols, bc_direction dir) {
+  size_t n = (size_t)(rows * cols);
+  void *h = malloc(n * 2);
+  fill(h, BC_BF16, n, 0);
+  void *d_in = dmalloc(n * 2);
+  CK(cudaMemcpy(d_in, h, n * 2, cudaMemcpyHostToDevice));
+  side c, s;
+  side_alloc(f, rows, cols, dir, 0, &c);
+  side_alloc(f, rows, cols, dir, 1, &s);
+  float *amax = dmalloc(4);
+  bc_tensor x = { d_in, BC_BF16, rows, cols, 0 };
+  int row = dir == BC_ROWWISE;
+  bc_qtensor qc = { f, rows, cols, row ? c.d_data : NULL, row ? c.d_scale : NULL, row ? NULL : c.d_data, row ? NULL : c.d_scale, amax, NULL, 0, 0, 0, 0 };
+  bc_qtensor qs = qc;
+  qs.scale_swizzled = 1;
+  if (row) { qs.rowwise_data = s.d_data; qs.rowwise_scale_inv = s.d_scale; }
+  else { qs.columnwise_data = s.d_data; qs.columnwise_scale_inv = s.d_scale; }
+  int good = bc_quantize(ctx, &x, &qc, NULL) == BC_OK && bc_quantize(ctx, &x, &qs, NULL) == BC_OK;
+  uint8_t *conv = dmalloc(s.lay.scale_bytes), *back = dmalloc(c.lay.scale_bytes);
+  CK(cudaMemset(conv, 0xA5, s.lay.scale_bytes));
+  CK(cudaMemset(back, 0xA5, c.lay.scale_bytes));
+  good &= bc_scale_swizzle(ctx, f, rows, cols, dir, c.d_scale, 0, conv, NULL) == BC_OK;
+  good &= bc_scale_swizzle(ctx, f, rows, cols, dir, conv, 1, back, NULL) == BC_OK;
+  if (!good) diag("  %s", bc_last_error(ctx));
+  CK(cudaDeviceSynchronize());
+  CK(cudaMemcpy(s.g_scale, s.d_scale, s.lay.scale_bytes, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(c.g_scale, c.d_scale, c.lay.scale_bytes, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(s.r_scale, conv, s.lay.scale_bytes, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(c.r_scale, back, c.lay.scale_bytes, cudaMemcpyDeviceToHost));
+  good = good && first_diff_report("compact -> swizzled", s.r_scale, s.g_scale, s.lay.scale_bytes) &&
+         first_diff_report("swizzled -> compact", c.r_scale, c.g_scale, c.lay.scale_bytes);
+  bc_format_info info;
+  bc_format_get_info(ctx, f, &info);
+  ok(good, "%s %lldx%lld %s: swizzle kernel both ways == quantize's swizzled and compact scales", info.name, (long long)rows,
+     (long long)cols, row ? "rowwise" : "columnwise");
+  side_free(&c);
+  side_free(&s);
+  cudaFree(conv); cudaFree(back); cudaFree(amax); cudaFree(d_in);
+  free(h);
+}
+
+/* stochastic rounding is unbiased: x constant per row, mean of the dequantized values over many
+ * elements within 3 sigma of x */
+static void sr_mean_case(const bc_format *f) {
+  const int64_t rows = 64, cols = 4096;
+  size_t n = (size_t)(rows * cols);
+  float *h = malloc(n * 4);
+  double xs[64];
+  for (int64_t r = 0; r < rows; r++) {
+    xs[r] = 0.1 + 5.3 * (double)r / rows;  /* spans several e2m1 binades at block scale 1 */
+    for (int64_t c = 0; c < cols; c++) h[r * cols + c] = (float)xs[r];
+    h[r * cols] = 6.0f;  /* every block's amax 6 at column 0 of the block */
+    for (int64_t c = 0; c < cols; c += 16) h[r * cols + c] = 6.0f;
+  }
+  float *d_in = dmalloc(n * 4), *d_out = dmalloc(n * 4);
+  CK(cudaMemcpy(d_in, h, n * 4, cudaMemcpyHostToDevice));
+  side s;
+  side_alloc(f, rows, cols, BC_ROWWISE, 0, &s);
+  float *amax = dmalloc(4);
+  float ga = 2688.0f;  /* S_enc = 1: block scale ue4m3(6 / 6) = 1 */
+  CK(cudaMemcpy(amax, &ga, 4, cudaMemcpyHostToDevice));
+  bc_tensor x = { d_in, BC_FP32, rows, cols, 0 }, out = { d_out, BC_FP32, rows, cols, 0 };
+  bc_qtensor q = { f, rows, cols, s.d_data, s.d_scale, NULL, NULL, amax, NULL, 0, 1, 1234, 99 };
+  int good = bc_quantize_cast(ctx, &x, &q, NULL) == BC_OK && bc_dequantize(ctx, &q, BC_ROWWISE, &out, NULL) == BC_OK;
+  CK(cudaDeviceSynchronize());
+  CK(cudaMemcpy(h, d_out, n * 4, cudaMemcpyDeviceToHost));
+  static const double grid[] = { 0, 0.5, 1, 1.5, 2, 3, 4, 6 };
+  int worst_row = -1;
+  double worst = 0;
+  for (int64_t r = 0; r < rows && good; r++) {
+    double x0 = xs[r], lo = 0, hi = 6, sum = 0;
+    for (int i = 0; i < 7; i++)
+      if (grid[i] <= x0 && x0 < grid[i + 1]) { lo = grid[i]; hi = grid[i + 1]; }
+    double p = (x0 - lo) / (hi - lo), m = 0;
+    for (int64_t c = 0; c < cols; c++)
+      if (c % 16) { sum += h[r * cols + c]; m++; }
+    double mean = sum / m, sigma = (hi - lo) * sqrt(p * (1 - p) / m) + 1e-12;
+    double z = fabs(mean - ((float)x0)) / sigma;
+    if (z > worst) { worst = z; worst_row = (int)r; }
+  }
+  ok(good && worst < 3.0, "%s stochastic rounding unbiased: worst |mean - x| = %.2f sigma (row %d) over %lld samples per value",
+     "nvfp4", worst, worst_row, (long long)(cols - cols / 16));
+  side_free(&s);
+  cudaFree(d_in); cudaFree(d_out); cudaFree(amax);
+  free(h);
+}
+
+int main(void) {
+  gpu_init_or_skip();
+  char cache[] = "/tmp/bc-gpu-cache-XXXXXX";
+  if (!mkdtemp(cache)) { printf("Bail out! mkdtemp\n"); return 1; }
+  setenv("BLOCKCAST_CACHE_DIR", cache, 1);
+  char err[1024];
+  if (bc_ctx_create(&ctx, err, sizeof err) != BC_OK) { printf("Bail out! %s\n", err); return 1; }
+  diag("device: %s", gpu_name());
+  const int quick = getenv("BC_TEST_QUICK") != NULL;
+  if (quick) diag("BC_TEST_QUICK: shapes up to 4096x4096 only for bf16");
+  const char *fmts[] = { "fp8_block_1x128", "fp8_block_128x128", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp4", "nvfp4", "nvfp4_2d" };
+  const int nf = (int)(sizeof fmts / sizeof *fmts);
+  /* shapes: the list; 4-bit formats need even rows (transposed columnwise) and cols */
+  int64_t shapes8[][2] = { { 1, 1 }, { 33, 65 }, { 127, 129 }, { 256, 512 }, { 4096, 4096 }, { 8191, 8193 } };
+  int64_t shapes4[][2] = { { 2, 2 }, { 34, 66 }, { 126, 130 }, { 256, 512 }, { 4096, 4096 }, { 8190, 8194 } };
+  const int ns = 6;
+  for (int fi = 0; fi < nf; fi++) {
+    const bc_format *f;
+    if (bc_format_get(ctx, fmts[fi], &f) != BC_OK) { ok(0, "format %s: %s", fmts[fi], bc_last_error(ctx)); continue; }
+    bc_format_info info;
+    bc_format_get_info(ctx, f, &info);
+    for (int si = 0; si < ns; si++) {
+      int64_t r = info.element_bits == 4 ? shapes4[si][0] : shapes8[si][0];
+      int64_t c = info.element_bits == 4 ? shapes4[si][1] : shapes8[si][1];
+      int big = r * c >= 4096LL * 4096;
+      for (int dt = 0; dt < 3; dt++) {
+        if (quick && big && dt != BC_BF16) continue;
+        if (quick && r * c > 4096LL * 4096) continue;
+        for (int dirs = 1; dirs <= 3; dirs++) {
+          opts o = { 0 };
+          o.deq = 1;
+          run_case(f, (bc_dtype)dt, r, c, dirs, o, NULL);
+          if (!big) {
+            o.kind = 1; run_case(f, (bc_dtype)dt, r, c, dirs, o, NULL);
+            o.kind = 2; o.deq = 0; run_case(f, (bc_dtype)dt, r, c, dirs, o, NULL);
+            o.kind = 3; run_case(f, (bc_dtype)dt, r, c, dirs, o, NULL);
+          }
+        }
+      }
+    }
+    /* swizzled scales straight from quantize, and the conversion kernel */
+    for (int dirs = 1; dirs <= 3; dirs++) {
+      opts o = { 0 };
+      o.swz = 1;
+      o.deq = 1;
+      run_case(f, BC_BF16, info.element_bits == 4 ? 126 : 127, info.element_bits == 4 ? 130 : 129, dirs, o, NULL);
+      run_case(f, BC_FP32, 256, 512, dirs, o, NULL);
+    }
+    swizzle_case(f, 300, 520, BC_ROWWISE);
+    swizzle_case(f, 300, 520, BC_COLUMNWISE);
+    /* a shape the format cannot hold */
+    if (info.element_bits == 4) {
+      bc_qlayout l;
+      bc_status s = bc_qtensor_layout(ctx, f, 4, 7, BC_ROWWISE, 0, &l);
+      ok(s == BC_ERR_ARG && strstr(bc_last_error(ctx), "cols") && strstr(bc_last_error(ctx), "multiple of 2"),
+         "%s: [4, 7] rowwise refused, naming cols and the multiple: %s", info.name, bc_last_error(ctx));
+      s = bc_qtensor_layout(ctx, f, 7, 4, BC_COLUMNWISE, 0, &l);
+      ok(s == BC_ERR_ARG && strstr(bc_last_error(ctx), "rows") && strstr(bc_last_error(ctx), "multiple of 2"),
+         "%s: [7, 4] columnwise refused, naming rows and the multiple: %s", info.name, bc_last_error(ctx));
+    }
+    /* two-level: the cast with a given (e.g. all-reduced) global amax */
+    if (info.two_level) {
+      opts o = { 0 };
+      o.cast_amax = 1;
+      o.deq = 1;
+      run_case(f, BC_BF16, 126, 130, 3, o, NULL);
+    }
+    /* stochastic rounding: bit-exact against the reference */
+    if (info.stochastic_rounding) {
+      for (int dirs = 1; dirs <= 3; dirs++) {
+        opts o = { 0 };
+        o.sr = 1; o.seed = 0x123456789ull; o.offset = 7; o.deq = 1;
+        run_case(f, BC_BF16, 126, 130, dirs, o, NULL);
+        run_case(f, BC_FP32, 512, 1024, dirs, o, NULL);
+      }
+    }
+  }
+  const bc_format *nv;
+  bc_format_get(ctx, "nvfp4", &nv);
+  sr_mean_case(nv);
+
+  bc_stats st;
+  bc_get_stats(ctx, &st);
+  is_int(st.nvrtc_compiles, 0, "built-in block formats used AOT kernels only: no NVRTC call (%llu AOT kernels loaded)",
+         (unsigned long long)st.aot_hits);
+
+  /* stochastic rounding does not depend on the tile shape: the same (seed, offset) through
+   * kernels compiled with another tile and thread count (a tuning override, NVRTC) */
+  {
+    char tpath[256];
+    snprintf(tpath, sizeof tpath, "/tmp/bc-tuning-%ld.lua", (long)getpid());
+    FILE *fp = fopen(tpath, "wb");
+    fputs("amax = { threads = 256, unroll = 2 }\nquantize_row = { threads = 128, unroll = 2 }\n"
+          "quantize_tile = { threads = 256, tile_rows = 64, tile_cols = 64, col_vec = 16 }\n"
+          "dequantize = { threads = 128, unroll = 2 }\nquantize_block = { threads = 128, tile_rows = 128, tile_cols = 128 }\n"
+          "dequantize_block = { threads = 128, blocks_per_sm = 2 }\n", fp);
+    fclose(fp);
+    setenv("BLOCKCAST_TUNING", tpath, 1);
+    bc_ctx *c2;
+    bc_ctx *c1 = ctx;
+    if (bc_ctx_create(&c2, err, sizeof err) == BC_OK) {
+      const bc_format *f2;
+      bc_format_get(c2, "nvfp4", &f2);
+      ctx = c2;
+      for (int dirs = 1; dirs <= 3; dirs++) {
+        opts o = { 0 };
+        o.sr = 1; o.seed = 0x123456789ull; o.offset = 7;
+        run_case(f2, BC_BF16, 126, 130, dirs, o, "(128 threads, 128x128 tiles)");
+      }
+      bc_get_stats(c2, &st);
+      ok(st.nvrtc_compiles >= 3, "the other tile shape was compiled with NVRTC (%llu compiles)", (unsigned long long)st.nvrtc_compiles);
+      ctx = c1;
+      bc_ctx_destroy(c2);
+    } else {
+      ok(0, "context with a tuning override: %s", err);
+    }
+    unsetenv("BLOCKCAST_TUNING");
+    unlink(tpath);
+  }
+
+  /* the FLOOR rule (OCP reference) as a spec option, loaded at run time and compiled by NVRTC */
+  {
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/bc-floor-%ld.lua", (long)getpid());
+    FILE *fp = fopen(path, "wb");
+    fputs("name = \"mxfp8_e4m3_floor\"\ndescription = \"MXFP8 e4m3, FLOOR scale rule\"\nelement = \"e4m3\"\n"
+          "block = { rows = 1, cols = 32 }\nscale = { type = \"e8m0\", rule = \"floor\" }\n"
+          "rowwise = { layout = \"rowmajor\", scale_layout = { order = \"rowmajor\", pad_rows = 128, pad_cols = 4 } }\n"
+          "columnwise = { layout = \"rowmajor\", scale_layout = { order = \"transposed\", pad_rows = 4, pad_cols = 128 } }\n", fp);
+    fclose(fp);
+    const bc_format *ff;
+    is_int(bc_format_load(ctx, path, &ff), BC_OK, "FLOOR-rule spec loads at run time");
+    unlink(path);
+    if (ff)
+      for (int dirs = 1; dirs <= 3; dirs++) {
+        opts o = { 0 };
+        o.deq = 1;
+        run_case(ff, BC_BF16, 127, 129, dirs, o, NULL);
+        o.kind = 1;
+        run_case(ff, BC_FP32, 64, 96, dirs, o, NULL);
+      }
+  }
+  bc_ctx_destroy(ctx);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", cache);
+  if (system(cmd) != 0) diag("could not remove %s", cache);
+  return done_testing();
+}

@@ -1,0 +1,63 @@
+/* tests/bench/bench.h: the timing method shared by the benchmarks. Each sample is a batch of
+ * BATCH back-to-back launches (as in a training step, so one call's launch latency is not counted
+ * as kernel time); the median sample is reported. The reference is a device-to-device copy timed
+ * the same way in the same run. */
+#ifndef BC_BENCH_H
+#define BC_BENCH_H
+#include <stdlib.h>
+
+#include "gpu.h"
+
+static int reps = 30;
+
+static inline int cmpf(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
+
+typedef int (*op_fn)(int i, void *u);
+
+#define BATCH 10
+
+static inline float time_median(op_fn fn, void *u) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  for (int i = 0; i < 3; i++) if (fn(i, u)) return -1;
+  float *ms = malloc(sizeof(float) * (size_t)reps);
+  for (int i = 0; i < reps; i++) {
+    CK(cudaEventRecord(a, 0));
+    for (int k = 0; k < BATCH; k++)
+      if (fn(i * BATCH + k, u)) return -1;
+    CK(cudaEventRecord(b, 0));
+    CK(cudaEventSynchronize(b));
+    CK(cudaEventElapsedTime(&ms[i], a, b));
+    ms[i] /= BATCH;
+  }
+  qsort(ms, (size_t)reps, sizeof *ms, cmpf);
+  float m = ms[reps / 2];
+  free(ms);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return m;
+}
+
+typedef struct copy_arg { void *dst, *src; size_t n; } copy_arg;
+static inline int do_copy(int i, void *u) {
+  copy_arg *c = u;
+  return cudaMemcpyAsync(c->dst, c->src, c->n, cudaMemcpyDeviceToDevice, 0) != cudaSuccess;
+}
+
+/* GB/s (bytes read + written) of a 1 GiB device-to-device copy; *ms gets its median time */
+static inline double copy_gbs(float *ms) {
+  copy_arg c = { NULL, NULL, (size_t)1 << 30 };
+  c.src = dmalloc(c.n);
+  c.dst = dmalloc(c.n);
+  CK(cudaMemset(c.src, 1, c.n));
+  float t = time_median(do_copy, &c);
+  cudaFree(c.src);
+  cudaFree(c.dst);
+  if (ms) *ms = t;
+  return 2.0 * (double)c.n / (t * 1e-3) / 1e9;
+}
+#endif
