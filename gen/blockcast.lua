@@ -67,21 +67,28 @@ function M.load_elements(file, text)
   return true
 end
 
+-- The quantize kernels of a format: input dtype x the directions it has (row, col, both);
+-- template_of(dir) gives the template and tuning family.
+local function plan_quantize(f, ks, template_of)
+  for _, dt in ipairs(M.DTYPES) do
+    for _, dir in ipairs(M.DIRECTIONS) do
+      local rw, cw = dir ~= "col", dir ~= "row"
+      if (not rw or f.rowwise) and (not cw or f.columnwise) then
+        local template, tuning = template_of(dir)
+        ks[#ks + 1] = { name = string.format("bc_quantize_%s__%s__%s", f.name, dt, dir), family = "quantize",
+                        dtype = dt, dir = dir, rowwise = rw, columnwise = cw, format = f,
+                        template = template, tuning = tuning }
+      end
+    end
+  end
+end
+
 -- The kernels of a block-scaled format: quantize (row, col, rowcol) x dtype from one template
 -- (quantize_block.cu), dequantize x dtype x direction (dequantize_block.cu), the scale swizzle.
 local function plan_block_format(f)
   local n = f.name
   local ks = {}
-  for _, dt in ipairs(M.DTYPES) do
-    for _, dir in ipairs(M.DIRECTIONS) do
-      local rw, cw = dir ~= "col", dir ~= "row"
-      if (not rw or f.rowwise) and (not cw or f.columnwise) then
-        ks[#ks + 1] = { name = string.format("bc_quantize_%s__%s__%s", n, dt, dir), family = "quantize",
-                        dtype = dt, dir = dir, rowwise = rw, columnwise = cw, format = f,
-                        template = "quantize_block.cu", tuning = "quantize_block" }
-      end
-    end
-  end
+  plan_quantize(f, ks, function() return "quantize_block.cu", "quantize_block" end)
   for _, dt in ipairs(M.DTYPES) do
     for _, dir in ipairs({ "row", "col" }) do
       if f[dir == "row" and "rowwise" or "columnwise"] then
@@ -102,17 +109,10 @@ function M.plan_format(f)
   if type(f.block) == "table" then return plan_block_format(f) end
   local n = f.name
   local ks = {}
-  for _, dt in ipairs(M.DTYPES) do
-    for _, dir in ipairs(M.DIRECTIONS) do
-      local rw, cw = dir ~= "col", dir ~= "row"
-      if (not rw or f.rowwise) and (not cw or f.columnwise) then
-        ks[#ks + 1] = { name = string.format("bc_quantize_%s__%s__%s", n, dt, dir), family = "quantize",
-                        dtype = dt, dir = dir, rowwise = rw, columnwise = cw, format = f,
-                        template = dir == "row" and "quantize_row.cu" or "quantize_tile.cu",
-                        tuning = dir == "row" and "quantize_row" or "quantize_tile" }
-      end
-    end
-  end
+  plan_quantize(f, ks, function(dir)
+    if dir == "row" then return "quantize_row.cu", "quantize_row" end
+    return "quantize_tile.cu", "quantize_tile"
+  end)
   for _, dt in ipairs(M.DTYPES) do
     ks[#ks + 1] = { name = string.format("bc_dequantize_%s__%s", n, dt), family = "dequantize", dtype = dt,
                     format = f, template = "dequantize.cu", tuning = "dequantize" }

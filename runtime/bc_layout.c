@@ -29,9 +29,7 @@ bc_status bci_geom_get(bc_ctx *ctx, const char *fn, const bc_format *f, int64_t 
   }
   g->vrows = col ? cols : rows;
   g->vcols = col ? rows : cols;
-  int transposed = col ? f->columnwise_transposed : 1;
-  if (f->block == BC_BLOCK_TENSOR) transposed = col ? f->columnwise_transposed : 1;
-  else if (col) transposed = f->dir[1].transposed;
+  const int transposed = col ? f->columnwise_transposed : 1; /* rowwise data is its view */
   g->data_is_view = transposed;
   g->drows = transposed ? g->vrows : g->vcols;
   g->dcols = transposed ? g->vcols : g->vrows;

@@ -215,13 +215,11 @@ static void element_from_lua(lua_State *L, bci_element *el) {
   el->max_code = (int)get_num(L, e, "max_code");
   get_codes(L, e, "nan_codes", el->is_nan);
   get_codes(L, e, "inf_codes", el->is_inf);
-  int has_nan = 0;
-  for (int c = 0; c < 256; c++) has_nan |= el->is_nan[c];
+  /* the code a NaN input becomes: a NaN code, or for elements without NaN a finite code (the
+   * generator sets it to +max when the spec does not say) */
   lua_getfield(L, e, "nan_encode");
-  /* -1: no NaN code; a NaN input is then written as the spec's nan_encode (a finite code) */
   el->nan_encode = lua_isnil(L, -1) ? -1 : (int)lua_tointeger(L, -1);
   lua_pop(L, 1);
-  (void)has_nan;
   bci_element_prepare(el);
 }
 

@@ -51,17 +51,25 @@ static bc_status check_qtensor(bc_ctx *ctx, const char *fn, const bc_qtensor *q,
   return BC_OK;
 }
 
+/* fmt, a [rows, cols] shape and a direction, as the layout calls take them */
+static bc_status check_shape_dir(bc_ctx *ctx, const char *fn, const bc_format *fmt, int64_t rows, int64_t cols,
+                                 bc_direction dir) {
+  bc_status s = bci_check_format(ctx, fmt, "fmt");
+  if (s != BC_OK) return s;
+  if (rows < 1 || cols < 1 || rows > MAX_ELEMS / cols)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: shape [%lld, %lld]; expected rows, cols >= 1 and at most 2^50 elements", fn,
+                    (long long)rows, (long long)cols);
+  if (dir != BC_ROWWISE && dir != BC_COLUMNWISE)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: dir is %d; expected BC_ROWWISE or BC_COLUMNWISE", fn, (int)dir);
+  return BC_OK;
+}
+
 bc_status bc_qtensor_sizes(bc_ctx *ctx, const bc_format *fmt, int64_t rows, int64_t cols, bc_direction dir,
                            size_t *data_bytes, size_t *scale_inv_bytes) {
   if (!ctx) return BC_ERR_ARG;
   bci_clear_error(ctx);
-  bc_status s = bci_check_format(ctx, fmt, "fmt");
+  bc_status s = check_shape_dir(ctx, "bc_qtensor_sizes", fmt, rows, cols, dir);
   if (s != BC_OK) return s;
-  if (rows < 1 || cols < 1 || rows > MAX_ELEMS / cols)
-    return bci_fail(ctx, BC_ERR_ARG, "bc_qtensor_sizes: shape [%lld, %lld]; expected rows, cols >= 1 and at most 2^50 elements",
-                    (long long)rows, (long long)cols);
-  if (dir != BC_ROWWISE && dir != BC_COLUMNWISE)
-    return bci_fail(ctx, BC_ERR_ARG, "bc_qtensor_sizes: dir is %d; expected BC_ROWWISE or BC_COLUMNWISE", (int)dir);
   int has = dir == BC_ROWWISE ? fmt->has_rowwise : fmt->has_columnwise;
   if (data_bytes) *data_bytes = 0;
   if (scale_inv_bytes) *scale_inv_bytes = 0;
@@ -78,15 +86,10 @@ bc_status bc_qtensor_layout(bc_ctx *ctx, const bc_format *fmt, int64_t rows, int
                             int scale_swizzled, bc_qlayout *out) {
   if (!ctx) return BC_ERR_ARG;
   bci_clear_error(ctx);
-  bc_status s = bci_check_format(ctx, fmt, "fmt");
-  if (s != BC_OK) return s;
   if (!out) return bci_fail(ctx, BC_ERR_ARG, "bc_qtensor_layout: argument 'out' is NULL");
   memset(out, 0, sizeof *out);
-  if (rows < 1 || cols < 1 || rows > MAX_ELEMS / cols)
-    return bci_fail(ctx, BC_ERR_ARG, "bc_qtensor_layout: shape [%lld, %lld]; expected rows, cols >= 1 and at most 2^50 elements",
-                    (long long)rows, (long long)cols);
-  if (dir != BC_ROWWISE && dir != BC_COLUMNWISE)
-    return bci_fail(ctx, BC_ERR_ARG, "bc_qtensor_layout: dir is %d; expected BC_ROWWISE or BC_COLUMNWISE", (int)dir);
+  bc_status s = check_shape_dir(ctx, "bc_qtensor_layout", fmt, rows, cols, dir);
+  if (s != BC_OK) return s;
   bci_geom g;
   s = bci_geom_get(ctx, "bc_qtensor_layout", fmt, rows, cols, dir, scale_swizzled != 0, &g);
   if (s != BC_OK) return s;
@@ -363,15 +366,10 @@ bc_status bc_scale_swizzle(bc_ctx *ctx, const bc_format *fmt, int64_t rows, int6
   if (!ctx) return BC_ERR_ARG;
   bci_clear_error(ctx);
   const char *fn = "bc_scale_swizzle";
-  bc_status s = bci_check_format(ctx, fmt, "fmt");
+  bc_status s = check_shape_dir(ctx, fn, fmt, rows, cols, dir);
   if (s != BC_OK) return s;
   if (fmt->block == BC_BLOCK_TENSOR)
     return bci_fail(ctx, BC_ERR_ARG, "%s: format '%s' has one per-tensor scale; swizzling is for block formats", fn, fmt->name);
-  if (rows < 1 || cols < 1 || rows > MAX_ELEMS / cols)
-    return bci_fail(ctx, BC_ERR_ARG, "%s: shape [%lld, %lld]; expected rows, cols >= 1 and at most 2^50 elements", fn,
-                    (long long)rows, (long long)cols);
-  if (dir != BC_ROWWISE && dir != BC_COLUMNWISE)
-    return bci_fail(ctx, BC_ERR_ARG, "%s: dir is %d; expected BC_ROWWISE or BC_COLUMNWISE", fn, (int)dir);
   if (!src || !dst) return bci_fail(ctx, BC_ERR_ARG, "%s: arguments 'src' and 'dst' must be device buffers, not NULL", fn);
   if (fmt->scale_bytes == 4 && (!aligned(src, 4) || !aligned(dst, 4)))
     return bci_fail(ctx, BC_ERR_ARG, "%s: src and dst must be aligned to the 4-byte fp32 entries", fn);

@@ -10,8 +10,7 @@
 
 #define BC_RUN (128 / BC_ELEM_BITS)
 
-static __device__ __forceinline__ float bc_dq_factor(const void *scale, const bc_sl &sl, i64 dr, i64 dc,
-                                                     const bc_tensor_scale &ts) {
+static __device__ __forceinline__ float bc_dq_factor(const void *scale, const bc_sl &sl, i64 dr, i64 dc) {
   const i64 vr = BC_DATA_IS_VIEW ? dr : dc, vc = BC_DATA_IS_VIEW ? dc : dr;
   const i64 off = bc_sl_offset(sl, sl.per_row ? vr : vr / BC_VBR, vc / BC_VBC);
 #if BC_SCALE_BYTES == 4
@@ -19,7 +18,6 @@ static __device__ __forceinline__ float bc_dq_factor(const void *scale, const bc
 #else
   const u32 stored = ((const u8 *)scale)[off];
 #endif
-  (void)ts;
   return bc_scale_dec(stored);
 }
 
@@ -53,20 +51,20 @@ static __device__ __forceinline__ void bc_dq_run(const u32 *w, i64 dr, i64 dc0, 
 #endif
 #if BC_DATA_IS_VIEW && BC_VBC >= BC_RUN
   // one block covers the run: one scale lookup
-  const float fac = bc_dq_factor(scale, sl, dr, dc0, ts);
+  const float fac = bc_dq_factor(scale, sl, dr, dc0);
 #pragma unroll
   for (int j = 0; j < BC_RUN; j++) f[j] = bc_dq_value(f[j], fac, ts);
 #elif BC_DATA_IS_VIEW
 #pragma unroll
   for (int b = 0; b < BC_RUN / BC_VBC; b++) {
-    const float fac = (dc0 + b * BC_VBC < dcols) ? bc_dq_factor(scale, sl, dr, dc0 + b * BC_VBC, ts) : 0.0f;
+    const float fac = (dc0 + b * BC_VBC < dcols) ? bc_dq_factor(scale, sl, dr, dc0 + b * BC_VBC) : 0.0f;
 #pragma unroll
     for (int j = 0; j < BC_VBC; j++) f[b * BC_VBC + j] = bc_dq_value(f[b * BC_VBC + j], fac, ts);
   }
 #else
 #pragma unroll
   for (int j = 0; j < BC_RUN; j++)
-    f[j] = (dc0 + j < dcols) ? bc_dq_value(f[j], bc_dq_factor(scale, sl, dr, dc0 + j, ts), ts) : 0.0f;
+    f[j] = (dc0 + j < dcols) ? bc_dq_value(f[j], bc_dq_factor(scale, sl, dr, dc0 + j), ts) : 0.0f;
 #endif
   if (whole && vec_ok) {
 #if BC_DTYPE == 0

@@ -19,7 +19,7 @@
 // columnwise one e = rows * cols + c * rows + r, independent of tiles and launch shape.
 
 #define BC_S BC_DTYPE_SIZE
-#define BC_VE (16 / BC_S)                                  /* elements per 16-byte vector */
+#define BC_VE BC_VEC                                       /* elements per 16-byte vector */
 #define BC_TS (BC_TC * BC_S + 16)                          /* staged row stride, bytes */
 #define BC_VPR (BC_TC * BC_S / 16)                         /* vectors per tile row */
 #define BC_NLOAD (BC_TR * BC_VPR / BC_THREADS)             /* vectors per thread */
@@ -36,7 +36,8 @@
 #error "tile does not hold whole blocks or loads (gen/blockcast.lua: block_tile)"
 #endif
 
-// Pack code q of element j of a run into words (two nibbles or four bytes per 16 bits...).
+// Put code q of element j of a run into the packed words w (8-bit: four codes per word, element 0
+// in the low byte; 4-bit: eight per word in the spec's nibble order).
 static __device__ __forceinline__ void bc_pack_code(u32 *w, int j, u32 q) {
 #if BC_ELEM_BITS == 8
   w[j >> 2] |= q << (8 * (j & 3));
@@ -44,6 +45,17 @@ static __device__ __forceinline__ void bc_pack_code(u32 *w, int j, u32 q) {
   const int nib = BC_PACK_HIGH_FIRST ? (j ^ 1) : j;
   w[nib >> 3] |= q << (4 * (nib & 7));
 #endif
+}
+
+// This thread's BC_NLOAD input vectors of tile (r0, c0), all loads issued before any use.
+template <int MODE>
+static __device__ __forceinline__ void bc_block_load(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, i64 r0,
+                                                     i64 c0, int tid, uint4 (&v)[BC_NLOAD]) {
+#pragma unroll
+  for (int k = 0; k < BC_NLOAD; k++) {
+    const int i = tid + k * BC_THREADS;
+    v[k] = bc_load_vec<MODE>(in, rows, cols, ld, r0 + i / BC_VPR, c0 + (i % BC_VPR) * BC_VE);
+  }
 }
 
 // Element j of staged tile row tr as fp32.
@@ -124,49 +136,9 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
   // ---- load: all loads issued before the first shared-memory store
   {
     uint4 v[BC_NLOAD];
-    if (whole && vec_in) {
-#pragma unroll
-      for (int k = 0; k < BC_NLOAD; k++) {
-        const int i = tid + k * BC_THREADS, tr = i / BC_VPR, vc = (i % BC_VPR) * BC_VE;
-        v[k] = *(const uint4 *)(in + (r0 + tr) * ld + c0 + vc);
-      }
-    } else if (whole) {
-      // rows not 16-byte aligned (odd row length): element loads, no bounds checks
-#pragma unroll
-      for (int k = 0; k < BC_NLOAD; k++) {
-        const int i = tid + k * BC_THREADS, tr = i / BC_VPR, vc = (i % BC_VPR) * BC_VE;
-        const BC_DTYPE_T *p = in + (r0 + tr) * ld + c0 + vc;
-        u32 w[4] = { 0u, 0u, 0u, 0u };
-#pragma unroll
-        for (int j = 0; j < BC_VE; j++) {
-#if BC_DTYPE == 0
-          w[j] = __float_as_uint(p[j]);
-#else
-          w[j >> 1] |= (u32)p[j] << (16 * (j & 1));
-#endif
-        }
-        v[k] = make_uint4(w[0], w[1], w[2], w[3]);
-      }
-    } else {
-#pragma unroll
-      for (int k = 0; k < BC_NLOAD; k++) {
-        const int i = tid + k * BC_THREADS, tr = i / BC_VPR, vc = (i % BC_VPR) * BC_VE;
-        const i64 r = r0 + tr;
-        u32 w[4] = { 0u, 0u, 0u, 0u };
-#pragma unroll
-        for (int j = 0; j < BC_VE; j++) {
-          const i64 c = c0 + vc + j;
-          if (r < rows && c < cols) {
-#if BC_DTYPE == 0
-            w[j] = __float_as_uint(in[r * ld + c]);
-#else
-            w[j >> 1] |= (u32)in[r * ld + c] << (16 * (j & 1));
-#endif
-          }
-        }
-        v[k] = make_uint4(w[0], w[1], w[2], w[3]);
-      }
-    }
+    if (whole && vec_in) bc_block_load<BC_LOAD_VEC>(in, rows, cols, ld, r0, c0, tid, v);
+    else if (whole) bc_block_load<BC_LOAD_ELEMS>(in, rows, cols, ld, r0, c0, tid, v);  // rows not 16-byte aligned
+    else bc_block_load<BC_LOAD_MASKED>(in, rows, cols, ld, r0, c0, tid, v);
 #pragma unroll
     for (int k = 0; k < BC_NLOAD; k++) {
       const int i = tid + k * BC_THREADS, tr = i / BC_VPR, vcol = i % BC_VPR;

@@ -31,25 +31,10 @@ static __device__ __forceinline__ void bc_tile_load(const BC_DTYPE_T *__restrict
                                                     uint4 (&v)[BC_LOAD_PASSES]) {
   if (fast) {
 #pragma unroll
-    for (int p = 0; p < BC_LOAD_PASSES; p++) v[p] = *(const uint4 *)(in + (r0 + vr + p * BC_LOAD_ROWS) * ld + c0 + vc);
+    for (int p = 0; p < BC_LOAD_PASSES; p++) v[p] = bc_load_vec<BC_LOAD_VEC>(in, rows, cols, ld, r0 + vr + p * BC_LOAD_ROWS, c0 + vc);
   } else {
 #pragma unroll
-    for (int p = 0; p < BC_LOAD_PASSES; p++) {
-      const i64 r = r0 + vr + p * BC_LOAD_ROWS;
-      u32 w[4] = { 0u, 0u, 0u, 0u };
-#pragma unroll
-      for (int j = 0; j < BC_VEC; j++) {
-        const i64 c = c0 + vc + j;
-        if (r < rows && c < cols) {
-#if BC_DTYPE == 0
-          w[j] = __float_as_uint(in[r * ld + c]);
-#else
-          w[j >> 1] |= (u32)in[r * ld + c] << (16 * (j & 1));
-#endif
-        }
-      }
-      v[p] = make_uint4(w[0], w[1], w[2], w[3]);
-    }
+    for (int p = 0; p < BC_LOAD_PASSES; p++) v[p] = bc_load_vec<BC_LOAD_MASKED>(in, rows, cols, ld, r0 + vr + p * BC_LOAD_ROWS, c0 + vc);
   }
 }
 

@@ -4,6 +4,7 @@
  * the same way in the same run. */
 #ifndef BC_BENCH_H
 #define BC_BENCH_H
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "gpu.h"
@@ -59,5 +60,14 @@ static inline double copy_gbs(float *ms) {
   cudaFree(c.dst);
   if (ms) *ms = t;
   return 2.0 * (double)c.n / (t * 1e-3) / 1e9;
+}
+/* bf16 inputs: random sign, exponents 2^-16 .. 2^7, random mantissas (xorshift from seed) */
+
+static inline void fill_bf16(uint16_t *h, size_t n, uint64_t seed) {
+  for (size_t i = 0; i < n; i++) {
+    seed ^= seed << 13; seed ^= seed >> 7; seed ^= seed << 17;
+    int e = (int)(seed % 24) - 16;
+    h[i] = (uint16_t)(((seed >> 40) & 1) << 15 | (unsigned)(127 + e) << 7 | ((seed >> 20) & 0x7F));
+  }
 }
 #endif

@@ -36,14 +36,6 @@ static int do_q(int i, void *u) {
   return 0;
 }
 
-static void fill_bf16(uint16_t *h, size_t n, uint64_t seed) {
-  for (size_t i = 0; i < n; i++) {
-    seed ^= seed << 13; seed ^= seed >> 7; seed ^= seed << 17;
-    int e = (int)(seed % 24) - 16;
-    h[i] = (uint16_t)(((seed >> 40) & 1) << 15 | (unsigned)(127 + e) << 7 | ((seed >> 20) & 0x7F));
-  }
-}
-
 typedef struct bufs {
   bc_qlayout l[2];
   uint8_t *data[2], *scale[2];

@@ -35,14 +35,6 @@ static int do_q(int i, void *u) {
   return 0;
 }
 
-static void fill_bf16(uint16_t *h, size_t n, uint64_t seed) {
-  for (size_t i = 0; i < n; i++) {
-    seed ^= seed << 13; seed ^= seed >> 7; seed ^= seed << 17;
-    int e = (int)(seed % 24) - 16;
-    h[i] = (uint16_t)(((seed >> 40) & 1) << 15 | (unsigned)(127 + e) << 7 | ((seed >> 20) & 0x7F));
-  }
-}
-
 /* validate a full quantize (both directions) and the cast kernels of each direction against the reference */
 static int validate(const bc_format *f, int64_t M, int64_t K, void *d_in, uint16_t *h_in) {
   size_t n = (size_t)(M * K);

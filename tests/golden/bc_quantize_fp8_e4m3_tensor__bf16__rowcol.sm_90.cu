@@ -181,6 +181,29 @@ static __device__ __forceinline__ void bc_unpack16(uint4 u, float *v) {
 #endif
 }
 
+// Tile kernels: 16 bytes of input bits (BC_VEC elements) at (r, c .. c + BC_VEC - 1).
+//   BC_LOAD_VEC    one 16-byte load (the vector is inside the tensor and aligned)
+//   BC_LOAD_ELEMS  element loads, no bounds checks (inside, but rows not 16-byte aligned)
+//   BC_LOAD_MASKED element loads, zeros outside the tensor
+enum { BC_LOAD_VEC = 0, BC_LOAD_ELEMS = 1, BC_LOAD_MASKED = 2 };
+template <int MODE>
+static __device__ __forceinline__ uint4 bc_load_vec(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, i64 r,
+                                                    i64 c) {
+  if (MODE == BC_LOAD_VEC) return *(const uint4 *)(in + r * ld + c);
+  const BC_DTYPE_T *p = in + r * ld + c;
+  u32 w[4] = { 0u, 0u, 0u, 0u };
+#pragma unroll
+  for (int j = 0; j < BC_VEC; j++) {
+    if (MODE == BC_LOAD_MASKED && (r >= rows || c + j >= cols)) continue;
+#if BC_DTYPE == 0
+    w[j] = __float_as_uint(p[j]);
+#else
+    w[j >> 1] |= (u32)p[j] << (16 * (j & 1));
+#endif
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
 #ifdef BC_UNROLL
 // Row-streaming kernels: slot s of a row is elements [s * BC_VEC, (s + 1) * BC_VEC). Load the
 // BC_UNROLL slots base + u * BC_THREADS of row `src` that are whole, as 16-byte vectors, all
@@ -385,6 +408,21 @@ static __device__ __forceinline__ float bc_block_max(float v) {
   return v;
 }
 
+#ifdef BC_SCALE_EPS
+// scale_from_amax (DESIGN.md): amax < eps -> eps; amax 0, Inf or NaN -> 1; fmax / amax (IEEE);
+// an Inf scale -> inf_value; pow2 keeps sign + exponent (rounds down to 2^k).
+static __device__ __forceinline__ float bc_scale_from_amax(float amax, float inf_value) {
+  if (amax < BC_SCALE_EPS) amax = BC_SCALE_EPS;
+  if (amax == 0.0f || amax != amax || amax == __uint_as_float(0x7F800000u)) return 1.0f;
+  float scale = __fdiv_rn(BC_ELEM_MAX_FINITE, amax);
+  if (scale == __uint_as_float(0x7F800000u)) scale = inf_value;
+#if BC_SCALE_POW2
+  scale = __uint_as_float(__float_as_uint(scale) & 0xFF800000u);
+#endif
+  return scale;
+}
+#endif
+
 // ---------------------------------------------------------------------------------------------
 // block formats: scale layouts, block scale rules, Philox4x32-10
 // ---------------------------------------------------------------------------------------------
@@ -494,18 +532,8 @@ static __device__ __forceinline__ float bc_e8m0_dec(u32 e) {
 static __device__ __forceinline__ bc_bscale bc_block_scale(float amax, const bc_tensor_scale &ts) {
   bc_bscale s;
 #if BC_RULE == 0
-  // fp32 scale_from_amax: fmax / amax (IEEE), Inf -> BC_SCALE_INF_VALUE, pow2 -> 2^k below
-  float a = amax < BC_SCALE_EPS ? BC_SCALE_EPS : amax;
-  float sc;
-  if (a == 0.0f || a != a || a == __uint_as_float(0x7F800000u)) {
-    sc = 1.0f;
-  } else {
-    sc = __fdiv_rn(BC_ELEM_MAX_FINITE, a);
-    if (sc == __uint_as_float(0x7F800000u)) sc = BC_SCALE_INF_VALUE;
-#if BC_SCALE_POW2
-    sc = __uint_as_float(__float_as_uint(sc) & 0xFF800000u);
-#endif
-  }
+  // fp32: scale_from_amax, an Inf scale -> BC_SCALE_INF_VALUE
+  const float sc = bc_scale_from_amax(amax, BC_SCALE_INF_VALUE);
   s.enc = sc;
   s.stored = __float_as_uint(__frcp_rn(sc));
 #elif BC_RULE == 1
@@ -584,25 +612,10 @@ static __device__ __forceinline__ void bc_tile_load(const BC_DTYPE_T *__restrict
                                                     uint4 (&v)[BC_LOAD_PASSES]) {
   if (fast) {
 #pragma unroll
-    for (int p = 0; p < BC_LOAD_PASSES; p++) v[p] = *(const uint4 *)(in + (r0 + vr + p * BC_LOAD_ROWS) * ld + c0 + vc);
+    for (int p = 0; p < BC_LOAD_PASSES; p++) v[p] = bc_load_vec<BC_LOAD_VEC>(in, rows, cols, ld, r0 + vr + p * BC_LOAD_ROWS, c0 + vc);
   } else {
 #pragma unroll
-    for (int p = 0; p < BC_LOAD_PASSES; p++) {
-      const i64 r = r0 + vr + p * BC_LOAD_ROWS;
-      u32 w[4] = { 0u, 0u, 0u, 0u };
-#pragma unroll
-      for (int j = 0; j < BC_VEC; j++) {
-        const i64 c = c0 + vc + j;
-        if (r < rows && c < cols) {
-#if BC_DTYPE == 0
-          w[j] = __float_as_uint(in[r * ld + c]);
-#else
-          w[j >> 1] |= (u32)in[r * ld + c] << (16 * (j & 1));
-#endif
-        }
-      }
-      v[p] = make_uint4(w[0], w[1], w[2], w[3]);
-    }
+    for (int p = 0; p < BC_LOAD_PASSES; p++) v[p] = bc_load_vec<BC_LOAD_MASKED>(in, rows, cols, ld, r0 + vr + p * BC_LOAD_ROWS, c0 + vc);
   }
 }
 
