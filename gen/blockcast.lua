@@ -172,9 +172,12 @@ local TUNING_SCHEMA = {
   type = "table",
   fields = {},
 }
-for _, fam in ipairs({ "amax", "quantize_row", "quantize_tile", "dequantize", "quantize_block", "dequantize_block" }) do
+-- quantize_block_2d (optional): block quantize kernels of formats with 2D blocks of 64 rows or more
+-- (their tiles are that tall, with 2D amaxes); quantize_block's values serve where it is absent.
+for _, fam in ipairs({ "amax", "quantize_row", "quantize_tile", "dequantize", "quantize_block", "dequantize_block",
+                       "quantize_block_2d" }) do
   TUNING_SCHEMA.fields[fam] = {
-    type = "table", required = true,
+    type = "table", required = fam ~= "quantize_block_2d",
     fields = {
       threads = { type = "integer", required = true, min = 32, max = 1024 },
       unroll = { type = "integer", min = 1, max = 16 },
@@ -242,13 +245,38 @@ local function block_tile(k, t)
   while tc % need_c ~= 0 do tc = tc * 2 end
   if tr < need_r then tr = need_r end
   if tc < need_c then tc = need_c end
+  -- a rowwise task is a run of up to 32 elements of a tile row
+  if k.rowwise then
+    while tc < 32 do tc = tc * 2 end
+  end
+  -- a tile column's codes are whole 16-byte pieces (staged, then stored by 16 bytes)
+  if k.columnwise then
+    while tr < 128 // k.format.elem.bits do tr = tr * 2 end
+  end
   return tr, tc
+end
+
+-- Rows of one columnwise task of a block quantize kernel (two adjacent columns each): one 32-bit
+-- word of codes per column at least, more when the tile has more (column pair, row run) tasks than
+-- threads.
+local function block_col_rows(k, tr, tc, threads)
+  local h = 32 // k.format.elem.bits
+  while (tc // 2) * (tr // h) > threads and h < tr do h = h * 2 end
+  if (tc // 2) * (tr // h) > threads then
+    spec.fail(string.format("tuning quantize_block: %d threads cannot hold the %d column pairs of a %dx%d tile; " ..
+      "use at least %d threads or fewer tile_cols", threads, tc // 2, tr, tc, tc // 2))
+  end
+  return h
 end
 
 -- Launch parameters of a kernel for an arch: the host computes grids from these.
 function M.launch(name, arch)
   local k = kernel(name)
-  local t = M.tuning(arch)[k.tuning]
+  local tune = M.tuning(arch)
+  local t = tune[k.tuning]
+  if k.template == "quantize_block.cu" and k.format.block.rows >= 64 and tune.quantize_block_2d then
+    t = tune.quantize_block_2d
+  end
   local vec = k.dtype and (16 // DTYPE_SIZE[k.dtype]) or 16
   if k.family == "dequantize" and not k.dir then vec = 8 end
   local L = {
@@ -262,7 +290,25 @@ function M.launch(name, arch)
     -- the staged input tile (rows padded by 16 bytes against bank conflicts), then the 2D block amaxes
     local row_bytes = L.tile_cols * DTYPE_SIZE[k.dtype] + 16
     L.smem = L.tile_rows * row_bytes
-    if b.rows > 1 then L.smem = L.smem + 4 * (L.tile_rows // b.rows) * (L.tile_cols // b.cols) end
+    -- then the 2D block amaxes, or the columnwise partial amaxes of 1D blocks taller than a task
+    -- (one column-pair word per task), rounded up to 16 bytes
+    local aux = 0
+    if b.rows > 1 then aux = 4 * (L.tile_rows // b.rows) * (L.tile_cols // b.cols) end
+    if k.columnwise then
+      L.col_rows = block_col_rows(k, L.tile_rows, L.tile_cols, L.threads)
+      if b.rows == 1 and b.cols > L.col_rows then
+        aux = (L.tile_cols // 2) * (L.tile_rows // L.col_rows) * 2 * DTYPE_SIZE[k.dtype]
+      end
+    end
+    L.smem = L.smem + (aux + 15) // 16 * 16
+    -- (the staged codes of unaligned rowwise output rows come past this; the host adds them)
+    -- no more resident blocks asked of the register allocator than shared memory admits
+    -- (per SM: 228 KiB on sm_90 / sm_100 / sm_103, 164 KiB on sm_80 / sm_87, else 100 KiB; 1 KiB per block
+    -- reserved by the driver)
+    local sm = M.arch_sm(arch)
+    local smem_sm = (sm == 90 or sm == 100 or sm == 103) and 228 * 1024 or ((sm == 80 or sm == 87) and 164 * 1024 or 100 * 1024)
+    local fit = smem_sm // (L.smem + 1024)
+    if fit >= 1 and L.min_blocks > fit then L.min_blocks = fit end
   end
   return L
 end
@@ -409,6 +455,8 @@ function M.generate(name, arch)
     if k.family == "quantize" then
       d("BC_TR", render.cint(L.tile_rows))
       d("BC_TC", render.cint(L.tile_cols))
+      d("BC_CH", render.cint(L.col_rows or 16))
+      d("BC_SMEM", render.cint(L.smem))
     end
     if k.family == "dequantize" then
       local row = k.dir == "row"

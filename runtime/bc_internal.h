@@ -105,12 +105,17 @@ typedef struct bci_kernel {
   bci_launch launch;
   void *library; /* CUlibrary */
   void *func;    /* CUkernel, usable as CUfunction */
+  int smem_attr; /* the dynamic shared memory the kernel may use so far (48 KiB, or what was set) */
 } bci_kernel;
 
 /* Find (AOT -> compile) and load the kernel `name` for the current device. */
 BCI_HIDDEN bc_status bci_kernel_get(bc_ctx *ctx, const char *name, const bci_kernel **out);
 BCI_HIDDEN bc_status bci_kernel_launch(bc_ctx *ctx, const bci_kernel *k, unsigned gx, unsigned gy, unsigned gz,
                                        unsigned bx, void *stream, void **params);
+/* The same with `smem` bytes of dynamic shared memory instead of the launch's own (a kernel whose
+ * layout has an optional part, e.g. the staged rows of unaligned outputs of block quantize). */
+BCI_HIDDEN bc_status bci_kernel_launch_smem(bc_ctx *ctx, const bci_kernel *k, unsigned gx, unsigned gy, unsigned gz,
+                                            unsigned bx, int smem, void *stream, void **params);
 BCI_HIDDEN void bci_kernels_free(bc_ctx *ctx);
 
 /* ---- CUDA driver and NVRTC, opened at run time (bc_dl.c) ---- */

@@ -129,6 +129,7 @@ static bc_status kernel_get_locked(bc_ctx *ctx, const char *name, const bci_kern
     free(k);
     return bci_fail(ctx, BC_ERR_CUDA, "cuLibraryGetKernel(%s) failed: %s", name, en);
   }
+  k->smem_attr = 48 * 1024;
   if (launch.smem > 48 * 1024) {
     /* more than the default 48 KiB of dynamic shared memory must be asked for */
     CUdevice dev;
@@ -142,6 +143,7 @@ static bc_status kernel_get_locked(bc_ctx *ctx, const char *name, const bci_kern
       free(k);
       return bci_fail(ctx, BC_ERR_CUDA, "cuKernelSetAttribute(%s, %d bytes of shared memory) failed: %s", name, launch.smem, en);
     }
+    k->smem_attr = launch.smem;
   }
   k->library = lib;
   k->func = kern;
@@ -165,7 +167,29 @@ bc_status bci_kernel_get(bc_ctx *ctx, const char *name, const bci_kernel **out) 
 
 bc_status bci_kernel_launch(bc_ctx *ctx, const bci_kernel *k, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                             void *stream, void **params) {
+  return bci_kernel_launch_smem(ctx, k, gx, gy, gz, bx, k->launch.smem, stream, params);
+}
+
+bc_status bci_kernel_launch_smem(bc_ctx *ctx, const bci_kernel *k, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                 int smem, void *stream, void **params) {
   if (gx == 0 || gy == 0 || gz == 0) return BC_OK;
+  if (smem > __atomic_load_n(&k->smem_attr, __ATOMIC_ACQUIRE)) {
+    /* more than the kernel was allowed so far: ask once (kernels are shared, under the lock) */
+    pthread_mutex_lock(&ctx->lock);
+    CUresult r = CUDA_SUCCESS;
+    if (smem > k->smem_attr) {
+      CUdevice dev;
+      r = bci_cu.CtxGetDevice(&dev);
+      if (r == CUDA_SUCCESS) r = bci_cu.KernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem, (CUkernel)k->func, dev);
+      if (r == CUDA_SUCCESS) __atomic_store_n(&((bci_kernel *)k)->smem_attr, smem, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    if (r != CUDA_SUCCESS) {
+      const char *en = "?";
+      bci_cu.GetErrorName(r, &en);
+      return bci_fail(ctx, BC_ERR_CUDA, "cuKernelSetAttribute(%s, %d bytes of shared memory) failed: %s", k->name, smem, en);
+    }
+  }
   CUlaunchConfig cfg;
   memset(&cfg, 0, sizeof cfg);
   cfg.gridDimX = gx;
@@ -175,7 +199,7 @@ bc_status bci_kernel_launch(bc_ctx *ctx, const bci_kernel *k, unsigned gx, unsig
   cfg.blockDimY = 1;
   cfg.blockDimZ = 1;
   cfg.hStream = (CUstream)stream;
-  cfg.sharedMemBytes = (unsigned)k->launch.smem;
+  cfg.sharedMemBytes = (unsigned)smem;
   CUresult r = bci_cu.LaunchKernelEx(&cfg, (CUfunction)k->func, params, NULL);
   if (r != CUDA_SUCCESS) {
     const char *en = "?", *es = "?";

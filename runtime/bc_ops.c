@@ -255,7 +255,11 @@ static bc_status block_cast_launch(bc_ctx *ctx, const char *fn, const bc_tensor 
   int bits = f->elem.bits;
   int vec_in = aligned(x->data, 16) && ((size_t)ld * es) % 16 == 0;
   int vec_row = q->rowwise_data && aligned(q->rowwise_data, 16) && (cols * bits / 8) % 16 == 0;
-  int vec_col = q->columnwise_data && f->columnwise_transposed && aligned(q->columnwise_data, 16) && (rows * bits / 8) % 16 == 0;
+  /* columnwise stores: transposed, 16-byte pieces of an output row; else one 2-byte word of a
+   * column pair per row (8-bit elements) */
+  int vec_col = q->columnwise_data &&
+                (f->columnwise_transposed ? aligned(q->columnwise_data, 16) && (rows * bits / 8) % 16 == 0
+                                          : aligned(q->columnwise_data, 2) && (cols * bits / 8) % 2 == 0);
   int64_t tiles_x = (cols + L->tile_cols - 1) / L->tile_cols;
   int64_t tiles = tiles_x * ((rows + L->tile_rows - 1) / L->tile_rows);
   int64_t npad = sl_pad_count(&gr.sl) > sl_pad_count(&gc.sl) ? sl_pad_count(&gr.sl) : sl_pad_count(&gc.sl);
@@ -271,7 +275,11 @@ static bc_status block_cast_launch(bc_ctx *ctx, const char *fn, const bc_tensor 
   int sr = q->stochastic_rounding != 0;
   void *params[] = { &in, &rows, &cols, &ld, &gamax, &rd, &rs, &gr.sl, &cd, &cs, &gc.sl,
                      &seed, &off, &sr, &vec_in, &vec_row, &vec_col, &tiles_x, &tiles };
-  return bci_kernel_launch(ctx, k, (unsigned)(tiles + padblocks), 1, 1, (unsigned)L->threads, stream, params);
+  /* rowwise output rows that are not 16-byte aligned are staged in shared memory past the
+   * launch's own layout (templates/quantize_block.cu: BC_RCODES_OFF == BC_SMEM, BC_RSTRIDE) */
+  int smem = L->smem;
+  if (q->rowwise_data && !vec_row) smem += L->tile_rows * (L->tile_cols * bits / 8 + 16);
+  return bci_kernel_launch_smem(ctx, k, (unsigned)(tiles + padblocks), 1, 1, (unsigned)L->threads, smem, stream, params);
 }
 
 static bc_status check_cast_args(bc_ctx *ctx, const char *fn, const bc_tensor *x, bc_qtensor *q, int64_t *ld) {

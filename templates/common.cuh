@@ -162,34 +162,58 @@ static __device__ __forceinline__ void bc_load_slots(const BC_DTYPE_T *__restric
   struct NAME {                                                                                   \
     static const u32 BITS = P##_BITS, MBITS = P##_MBITS, BIAS = P##_BIAS, SIGNED = P##_SIGNED;    \
     static const u32 SUBNORMALS = P##_SUBNORMALS, MAX_CODE = P##_MAX_CODE, NAN_ENCODE = P##_NAN_ENCODE; \
+    static constexpr float MAX_FINITE = P##_MAX_FINITE;                                           \
     static __device__ __forceinline__ bool is_nan(u32 c) { return P##_IS_NAN(c); }                \
     static __device__ __forceinline__ bool is_inf(u32 c) { return P##_IS_INF(c); }                \
   };
 
 // encode: round to nearest even, saturate to +-max finite, NaN -> NAN_ENCODE (unsigned
-// elements: negative inputs -> 0).
+// elements: negative inputs -> 0). Two equivalent forms: bc_encode_int_t on the fp32 bits (any
+// element) and bc_encode_t in float arithmetic (elements with subnormals and a bias >= 1), about
+// half the instructions; the GPU tier and 21-gpu-cvt-selftest check both against the reference.
 template <class E>
-static __device__ __forceinline__ u32 bc_encode_t(float x) {
+static __device__ __forceinline__ u32 bc_encode_int_t(float x) {
   u32 b = __float_as_uint(x);
   u32 sign = E::SIGNED ? ((b >> 31) << (E::BITS - 1)) : 0u;
   u32 a = b & 0x7FFFFFFFu;
   if (a > 0x7F800000u) return E::NAN_ENCODE;
   if (!E::SIGNED && (b >> 31)) return 0u;
-  u32 code;
-  // below the smallest normal 2^(1-bias): a multiple of the subnormal step 2^(1-bias-mbits)
+  // normal range: round the fp32 mantissa to MBITS bits (nearest even) and rebias, saturating
+  const u32 shift = 23 - E::MBITS;
+  const u32 rebias = (u32)(127 - E::BIAS) << E::MBITS;
+  u32 r = (a + ((1u << (shift - 1)) - 1u) + ((a >> shift) & 1u)) >> shift;
+  u32 code = r > rebias + E::MAX_CODE ? E::MAX_CODE : r - rebias;
+  // below the smallest normal 2^(1-bias): a multiple of the subnormal step 2^(1-bias-mbits). The
+  // scaling by 2^(bias-1+mbits) is exact and below 2^mbits, so adding 2^23 rounds it to an integer
+  // (nearest even) in the low mantissa bits: one FMA instead of a float-to-int conversion.
   if (a < (u32)(128 - E::BIAS) << 23) {
-    // exact scaling by 2^(bias-1+mbits), then round to nearest even
-    float s = __uint_as_float(a) * __uint_as_float((u32)(127 + E::BIAS - 1 + E::MBITS) << 23);
-    code = (u32)__float2uint_rn(s);
-  } else {
-    const u32 shift = 23 - E::MBITS;
-    u32 r = (a + ((1u << (shift - 1)) - 1u) + ((a >> shift) & 1u)) >> shift;
-    u32 rebias = (u32)(127 - E::BIAS) << E::MBITS;
-    code = r - rebias;
-    if (r > rebias + E::MAX_CODE) code = E::MAX_CODE;
+    float s = __fmaf_rn(__uint_as_float(a), __uint_as_float((u32)(127 + E::BIAS - 1 + E::MBITS) << 23), 8388608.0f);
+    code = __float_as_uint(s) - 0x4B000000u;
   }
   if (code > E::MAX_CODE) code = E::MAX_CODE;
   return code | sign;
+}
+
+// t = min(|x|, max finite) rounds to the element's grid by adding and subtracting 2^(e + 23 - mbits),
+// e its exponent floored at the smallest normal's (one fp32 ulp of the sum is one element ulp
+// there, so the FADD rounds to nearest even on the element's grid; subnormals included). Scaled by
+// 2^(bias - 127), an element value is the fp32 number whose bits >> (23 - mbits) are its code
+// (element subnormals become fp32 subnormals: exact, no flush to zero in these kernels).
+// min(x, +Inf) clears the sign of a NaN and keeps every other sign, -0 included.
+template <class E>
+static __device__ __forceinline__ u32 bc_encode_t(float x) {
+  if (!E::SUBNORMALS || E::BIAS < 1) return bc_encode_int_t<E>(x);
+  const float xs = fminf(x, __uint_as_float(0x7F800000u));
+  const u32 bs = __float_as_uint(xs);
+  float t = fminf(fabsf(xs), E::MAX_FINITE);  // NaN -> max finite
+  if (!E::SIGNED && (bs >> 31)) t = 0.0f;
+  u32 ex = __float_as_uint(t) & 0x7F800000u;
+  ex = (ex > (127u + 1u - E::BIAS) << 23 ? ex : (127u + 1u - E::BIAS) << 23) + ((23u - E::MBITS) << 23);
+  const float magic = __uint_as_float(ex);
+  const float r = __fsub_rn(__fadd_rn(t, magic), magic);
+  const u32 code = __float_as_uint(__fmul_rn(r, __uint_as_float(E::BIAS << 23))) >> (23 - E::MBITS);
+  if ((E::NAN_ENCODE != E::MAX_CODE || !E::SIGNED) && x != x) return E::NAN_ENCODE;
+  return code | (E::SIGNED ? (bs >> 31) << (E::BITS - 1) : 0u);
 }
 
 template <class E>

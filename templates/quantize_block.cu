@@ -7,12 +7,21 @@
 //
 // One CUDA block per BC_TR x BC_TC tile (whole blocks of every direction written):
 //   load   the tile into shared memory as raw input bits (16-byte vectors when the tile is whole
-//          and aligned, else masked element loads; zeros outside the tensor); 2D: block amaxes.
-//   row    a task is a run of BC_RUN_R elements of one tile row (16 output bytes or one block,
-//          whichever is longer): block amax -> scale (written) -> encode -> 16-byte stores.
-//   col    a task is a run of BC_RUN_C elements of one tile column: the same, down the column;
-//          transposed data is stored as 16-byte pieces of an output row, non-transposed data
-//          byte by byte (consecutive threads on consecutive columns).
+//          and aligned, else element loads, masked at the edges; zeros outside the tensor); 2D:
+//          block amaxes (pooled across a warp's lanes, then one shared atomic per block).
+//   row    a task is a run of BC_RUN_R elements of one tile row (16 or 32 output bytes) held in
+//          registers: block amax (a block longer than the run is reduced across adjacent lanes)
+//          -> scale (written) -> encode -> 16-byte stores; output rows that are not 16-byte
+//          aligned are staged in shared memory and written by bc_write_rows.
+//   col    a task is two adjacent columns x BC_CH rows, read as one word per row (lanes on
+//          consecutive column pairs: conflict-free), held in registers up to 16 rows: packed
+//          block amax of both columns (a 1D block taller than BC_CH is reduced across the tasks
+//          below it through shared memory) -> scales -> encode. Transposed output: the codes of
+//          a tile column are staged in shared memory over the input tile and written as 16-byte
+//          pieces along output rows (bc_write_rows); not transposed: one word of both columns
+//          per row, straight to global memory.
+// Amaxes of 16-bit inputs are taken on packed pairs (max.bf16x2 / max.f16x2 of the absolute
+// values; NaN ignored as fmaxf does; exact, every 16-bit value is an fp32 value).
 // CUDA blocks past the last tile zero the scale padding of both directions.
 // Stochastic rounding (sr != 0, BC_SR_ALLOWED): element e of a direction's stream takes its
 // random bits from Philox(e / 4, offset; seed); the rowwise stream is e = r * cols + c, the
@@ -24,17 +33,89 @@
 #define BC_VPR (BC_TC * BC_S / 16)                         /* vectors per tile row */
 #define BC_NLOAD (BC_TR * BC_VPR / BC_THREADS)             /* vectors per thread */
 #define BC_OUT_ELEMS (128 / BC_ELEM_BITS)                  /* elements in 16 output bytes */
-#define BC_RUN_R BC_OUT_ELEMS                             /* rowwise run: 16 output bytes */
+/* rowwise run: 16 output bytes, 32 elements of a 16-bit input (fewer per-run costs) */
+#define BC_RUN_R (BC_S <= 2 && BC_OUT_ELEMS < 32 ? 32 : BC_OUT_ELEMS)
+#define BC_RUN_BYTES (BC_RUN_R * BC_ELEM_BITS / 8)
+#define BC_NV_R (BC_RUN_R * BC_S / 16)                     /* input vectors of a rowwise run */
 #define BC_LANES_R (BC_BC > BC_RUN_R ? BC_BC / BC_RUN_R : 1)  /* lanes sharing a rowwise block */
-#define BC_RUN_C (BC_CBR > BC_OUT_ELEMS ? BC_CBR : BC_OUT_ELEMS)
 #define BC_NBLK_R (BC_BC > BC_RUN_R ? 1 : BC_RUN_R / BC_BC)  /* blocks per row task */
-#define BC_NBLK_C (BC_RUN_C / BC_CBR)                       /* blocks per column task */
 #define BC_BMAX_COLS (BC_TC / BC_BC)
-
-#if (BC_TR * BC_VPR) % BC_THREADS || (BC_ROWWISE && BC_TC % BC_RUN_R) || (BC_COLUMNWISE && BC_TR % BC_RUN_C) || \
-    (BC_2D && (BC_TR % BC_BR || BC_TC % BC_BC))
-#error "tile does not hold whole blocks or loads (gen/blockcast.lua: block_tile)"
+#define BC_CG (BC_TC / 2)                                  /* column pairs of the tile */
+#define BC_CSEG (BC_TR / BC_CH)                            /* row runs of a column */
+#define BC_CTASKS (BC_CG * BC_CSEG)
+#define BC_CNB (BC_CBR < BC_CH ? BC_CH / BC_CBR : 1)        /* column blocks per task */
+#define BC_CBH (BC_CBR < BC_CH ? BC_CBR : BC_CH)            /* rows of a task in one block */
+#define BC_CSHARE (!BC_2D && BC_CBR > BC_CH ? BC_CBR / BC_CH : 1)  /* tasks sharing a 1D block */
+#define BC_CW (BC_CH * BC_ELEM_BITS / 32)                  /* code words of a task's column */
+#define BC_OB (BC_TR * BC_ELEM_BITS / 8)                   /* code bytes of a tile column */
+#define BC_CSTRIDE (BC_OB + 16)                            /* staged code row stride, bytes */
+#define BC_CHOLD (BC_CH <= 16)                             /* column words held in registers */
+#define BC_RSTRIDE (BC_TC * BC_ELEM_BITS / 8 + 16)         /* staged rowwise code row, bytes */
+// shared memory: the tile [BC_TR x BC_TS], then 2D block amaxes or column partial amaxes: the
+// launch's size BC_SMEM. Past it, only when the rowwise output rows are not 16-byte aligned, the
+// staged rowwise codes [BC_TR x BC_RSTRIDE] (the host adds those bytes to that launch:
+// runtime/bc_ops.c, block_cast_launch).
+#define BC_AUX_BYTES ((BC_2D ? 4 * (BC_TR / BC_BR) * (BC_TC / BC_BC)                                 \
+                             : (BC_COLUMNWISE && BC_CSHARE > 1 ? BC_CG * BC_CSEG * 2 * BC_S : 0)) + 15) / 16 * 16
+#define BC_RCODES_OFF (BC_TR * BC_TS + BC_AUX_BYTES)
+#if BC_RCODES_OFF != BC_SMEM
+#error "shared memory layout differs from the launch's size (gen/blockcast.lua: M.launch)"
 #endif
+
+#if (BC_TR * BC_VPR) % BC_THREADS || (BC_ROWWISE && BC_TC % BC_RUN_R) || (BC_COLUMNWISE && BC_TR % BC_CH) || \
+    (BC_2D && (BC_TR % BC_BR || BC_TC % BC_BC)) || (BC_COLUMNWISE && BC_CTASKS > BC_THREADS) ||                 \
+    (BC_COLUMNWISE && (BC_CH % 2 || (BC_CSHARE > 1 && BC_TR % BC_CBR))) ||                                          \
+    (BC_COLUMNWISE && BC_COL_TRANSPOSED && (BC_CW < 1 || BC_OB % 16 || BC_TC * BC_CSTRIDE > BC_TR * BC_TS))
+#error "tile does not hold whole blocks, loads or column tasks (gen/blockcast.lua: block_tile, block_col_rows)"
+#endif
+
+// ---- two adjacent input elements of one row (a column pair), as raw bits
+#if BC_S == 4
+typedef uint2 bc_pw;
+static __device__ __forceinline__ bc_pw bc_pw_ld(const u8 *p) { return *(const uint2 *)p; }
+static __device__ __forceinline__ bc_pw bc_pw_zero() { return make_uint2(0u, 0u); }
+static __device__ __forceinline__ float bc_pw_lo(bc_pw v) { return __uint_as_float(v.x); }
+static __device__ __forceinline__ float bc_pw_hi(bc_pw v) { return __uint_as_float(v.y); }
+// m (absolute values so far) and |v|, element-wise max; NaN ignored
+static __device__ __forceinline__ bc_pw bc_pw_absmax(bc_pw m, bc_pw v) {
+  return make_uint2(__float_as_uint(fmaxf(__uint_as_float(m.x), fabsf(__uint_as_float(v.x)))),
+                    __float_as_uint(fmaxf(__uint_as_float(m.y), fabsf(__uint_as_float(v.y)))));
+}
+static __device__ __forceinline__ bc_pw bc_pw_absmax16(bc_pw m, uint4 u) {
+  return bc_pw_absmax(bc_pw_absmax(m, make_uint2(u.x, u.y)), make_uint2(u.z, u.w));
+}
+#else
+typedef u32 bc_pw;
+static __device__ __forceinline__ bc_pw bc_pw_ld(const u8 *p) { return *(const u32 *)p; }
+static __device__ __forceinline__ bc_pw bc_pw_zero() { return 0u; }
+#if BC_DTYPE == 1
+static __device__ __forceinline__ float bc_pw_lo(bc_pw v) { return __uint_as_float(v << 16); }
+static __device__ __forceinline__ float bc_pw_hi(bc_pw v) { return __uint_as_float(v & 0xFFFF0000u); }
+#else
+static __device__ __forceinline__ float bc_pw_lo(bc_pw v) { return bc_f32_from_f16((u16)(v & 0xFFFFu)); }
+static __device__ __forceinline__ float bc_pw_hi(bc_pw v) { return bc_f32_from_f16((u16)(v >> 16)); }
+#endif
+static __device__ __forceinline__ bc_pw bc_pw_absmax(bc_pw m, bc_pw v) {
+  v &= 0x7FFF7FFFu;
+#if BC_ARCH >= 80 && BC_DTYPE == 1
+  asm("max.bf16x2 %0, %1, %2;" : "=r"(m) : "r"(m), "r"(v));
+#elif BC_ARCH >= 80
+  asm("max.f16x2 %0, %1, %2;" : "=r"(m) : "r"(m), "r"(v));
+#else
+  // non-negative 16-bit floats order as their bits, NaN (above 0x7F80 / 0x7C00) excluded
+  const u32 inf = BC_DTYPE == 1 ? 0x7F80u : 0x7C00u;
+  u32 lo = v & 0xFFFFu, hi = v >> 16, mlo = m & 0xFFFFu, mhi = m >> 16;
+  if (lo <= inf && lo > mlo) mlo = lo;
+  if (hi <= inf && hi > mhi) mhi = hi;
+  m = mlo | (mhi << 16);
+#endif
+  return m;
+}
+static __device__ __forceinline__ bc_pw bc_pw_absmax16(bc_pw m, uint4 u) {
+  return bc_pw_absmax(bc_pw_absmax(bc_pw_absmax(bc_pw_absmax(m, u.x), u.y), u.z), u.w);
+}
+#endif
+static __device__ __forceinline__ float bc_pw_max(bc_pw m) { return fmaxf(bc_pw_lo(m), bc_pw_hi(m)); }
 
 // Put code q of element j of a run into the packed words w (8-bit: four codes per word, element 0
 // in the low byte; 4-bit: eight per word in the spec's nibble order).
@@ -47,6 +128,33 @@ static __device__ __forceinline__ void bc_pack_code(u32 *w, int j, u32 q) {
 #endif
 }
 
+// Codes of elements j, j + 1 of a run (j even) into w: one hardware pair conversion for 8 bits.
+static __device__ __forceinline__ void bc_pack_pair(u32 *w, int j, float a, float b) {
+#if BC_ELEM_BITS == 8
+  w[j >> 2] |= bc_encode2(a, b) << (8 * (j & 3));
+#else
+  bc_pack_code(w, j, bc_encode1(a));
+  bc_pack_code(w, j + 1, bc_encode1(b));
+#endif
+}
+
+#if BC_2D
+// Load index i = tid + k * BC_THREADS: vector column i % BC_VPR, tile row i / BC_VPR. Lane bit o
+// (a power of two) stays inside one 2D block when it only moves the vector column within the
+// block's BC_BC / BC_VE vectors, or the row within its BC_BR rows.
+static __device__ __forceinline__ constexpr bool bc_lane_bit_in_block(int o) {
+  return (BC_BC >= BC_VE && o < BC_BC / BC_VE) || (o >= BC_VPR && o < BC_VPR * BC_BR);
+}
+// The lane whose in-block lane bits are all zero.
+static __device__ __forceinline__ bool bc_block_leader(int tid) {
+  int mask = 0;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1)
+    if (bc_lane_bit_in_block(o)) mask |= o;
+  return (tid & mask) == 0;
+}
+#endif
+
 // This thread's BC_NLOAD input vectors of tile (r0, c0), all loads issued before any use.
 template <int MODE>
 static __device__ __forceinline__ void bc_block_load(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, i64 r0,
@@ -58,7 +166,7 @@ static __device__ __forceinline__ void bc_block_load(const BC_DTYPE_T *__restric
   }
 }
 
-// Element j of staged tile row tr as fp32.
+// Element (tr, tc) of the staged tile as fp32 (the stochastic-rounding paths, rolled loops).
 static __device__ __forceinline__ float bc_staged(const u8 *tile, int tr, int tc) {
   const BC_DTYPE_T *p = (const BC_DTYPE_T *)(tile + tr * BC_TS) + tc;
 #if BC_DTYPE == 0
@@ -68,6 +176,11 @@ static __device__ __forceinline__ float bc_staged(const u8 *tile, int tr, int tc
 #else
   return bc_f32_from_f16(*p);
 #endif
+}
+
+// Bit position of code j (0 .. 32 / bits - 1) in its packed word.
+static __device__ __forceinline__ int bc_code_pos(int j) {
+  return BC_ELEM_BITS * (BC_ELEM_BITS == 4 && BC_PACK_HIGH_FIRST ? (j ^ 1) : j);
 }
 
 static __device__ __forceinline__ u32 bc_encode_one(float v, int sr, bc_rng &rng, u64 e) {
@@ -97,12 +210,56 @@ static __device__ __forceinline__ void bc_store_codes(u8 *dst, const u32 *w, boo
 #pragma unroll
     for (int i = 0; i < N; i++) dst[i] = (u8)(w[i >> 2] >> (8 * (i & 3)));
   } else {
-#pragma unroll 1
-    for (int i = 0; i < valid; i++) dst[i] = (u8)(w[i >> 2] >> (8 * (i & 3)));
+#pragma unroll
+    for (int i = 0; i < N; i++)
+      if (i < valid) dst[i] = (u8)(w[i >> 2] >> (8 * (i & 3)));
   }
 }
 
-extern "C" __global__ void __launch_bounds__(BC_THREADS)
+// Output rows staged in shared memory (row j at st + j * stride, NB bytes) to global memory, all
+// threads cooperating, 16-byte pieces with consecutive threads along a row. dst_len(j, &dst, &len)
+// names row j's destination and its valid byte count (len <= 0: nothing). SHIFTED: dst may have any
+// alignment; the row's bytes were staged from offset (dst & 15), so every 16-byte aligned piece of
+// the destination is one aligned 16-byte piece of the staging row, and only the first and last
+// piece of a row are written byte by byte.
+template <int NB, bool SHIFTED, class F>
+static __device__ __forceinline__ void bc_write_rows(const u8 *st, int stride, int nrows, F dst_len) {
+  constexpr int nch = NB / 16 + (SHIFTED ? 1 : 0);
+#pragma unroll 1
+  for (int i = threadIdx.x; i < nrows * nch; i += BC_THREADS) {
+    const int j = i / nch, q = i % nch;
+    u8 *dst;
+    i64 len;
+    dst_len(j, dst, len);
+    const int m = SHIFTED ? (int)((unsigned long long)dst & 15u) : 0;
+    const i64 o = 16 * q - m;  // destination offset of this piece
+    if (o >= len) continue;
+    const u8 *src = st + j * stride + 16 * q;
+    if (o >= 0 && o + 16 <= len) {
+      bc_store16(dst + o, *(const uint4 *)src);
+    } else {
+#pragma unroll
+      for (int b = 0; b < 16; b++)
+        if (o + b >= 0 && o + b < len) dst[o + b] = src[b];
+    }
+  }
+}
+
+// Stage the code words w[0 .. n) of an output row at byte offset `at` of its staging row `st`:
+// word stores when the row is not shifted, else byte stores from the row's shift (dst & 15).
+template <int N>
+static __device__ __forceinline__ void bc_stage_words(u8 *st, int at, const u32 *w, bool shifted, const u8 *dst) {
+  if (!shifted) {
+#pragma unroll
+    for (int i = 0; i < N; i++) ((u32 *)(st + at))[i] = w[i];
+  } else {
+    u8 *p = st + (int)((unsigned long long)dst & 15u) + at;
+#pragma unroll
+    for (int i = 0; i < 4 * N; i++) p[i] = (u8)(w[i >> 2] >> (8 * (i & 3)));
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(BC_THREADS, BC_MIN_BLOCKS)
 ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const float *__restrict__ global_amax,
           u8 *__restrict__ row_data, void *__restrict__ row_scale, bc_sl row_sl,
           u8 *__restrict__ col_data, void *__restrict__ col_scale, bc_sl col_sl,
@@ -127,6 +284,9 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
   const i64 r0 = (t / tiles_x) * BC_TR, c0 = (t % tiles_x) * BC_TC;
   const bool whole = r0 + BC_TR <= rows && c0 + BC_TC <= cols;
   const bc_tensor_scale ts = bc_tensor_scale_from_amax(global_amax);
+#if BC_ROWWISE
+  u8 *rcodes = bc_smem + BC_RCODES_OFF;
+#endif
 #if BC_2D
   float *bmax = (float *)(bc_smem + BC_TR * BC_TS);
   for (int i = tid; i < (BC_TR / BC_BR) * BC_BMAX_COLS; i += BC_THREADS) bmax[i] = 0.0f;
@@ -144,12 +304,13 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
       const int i = tid + k * BC_THREADS, tr = i / BC_VPR, vcol = i % BC_VPR;
       *(uint4 *)(tile + tr * BC_TS + vcol * 16) = v[k];
 #if BC_2D
-      float f[BC_VE];
-      bc_unpack16(v[k], f);
-      float m = 0.0f;
+      // lanes whose vectors lie in one 2D block pool their maxima by shuffles first (one shared
+      // atomic per block and warp instead of one per vector)
+      float m = bc_pw_max(bc_pw_absmax16(bc_pw_zero(), v[k]));
 #pragma unroll
-      for (int j = 0; j < BC_VE; j++) m = fmaxf(m, fabsf(f[j]));  // NaN ignored
-      if (m > 0.0f)
+      for (int o = 1; o < 32; o <<= 1)
+        if (bc_lane_bit_in_block(o)) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+      if (m > 0.0f && bc_block_leader(tid))
         atomicMax((unsigned int *)&bmax[(tr / BC_BR) * BC_BMAX_COLS + (vcol * BC_VE) / BC_BC], __float_as_uint(m));
 #endif
     }
@@ -173,21 +334,21 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
       const int tr = task / (BC_TC / BC_RUN_R), tc0 = (task % (BC_TC / BC_RUN_R)) * BC_RUN_R;
       const i64 r = r0 + tr, c = c0 + tc0;
       const bool live = task0 + tid < ntask && r < rows && c < cols;
+      uint4 v[BC_NV_R];
+#pragma unroll
+      for (int k = 0; k < BC_NV_R; k++) v[k] = *(const uint4 *)(tile + tr * BC_TS + tc0 * BC_S + 16 * k);
       float enc[BC_NBLK_R];
 #pragma unroll
       for (int b = 0; b < BC_NBLK_R; b++) {
-        float m = 0.0f;
+        float m;
 #if BC_2D
         m = bmax[(tr / BC_BR) * BC_BMAX_COLS + (tc0 + b * BC_BC) / BC_BC];
 #else
-        const int len = BC_BC < BC_RUN_R ? BC_BC : BC_RUN_R;
+        constexpr int nvb = BC_NV_R / BC_NBLK_R;  // vectors of one block in the run
+        bc_pw mm = bc_pw_zero();
 #pragma unroll
-        for (int j = 0; j < len; j += BC_VE) {
-          float f[BC_VE];
-          bc_unpack16(*(const uint4 *)(tile + tr * BC_TS + (tc0 + b * len + j) * BC_S), f);
-#pragma unroll
-          for (int q = 0; q < BC_VE; q++) m = fmaxf(m, fabsf(f[q]));
-        }
+        for (int k = 0; k < nvb; k++) mm = bc_pw_absmax16(mm, v[b * nvb + k]);
+        m = bc_pw_max(mm);
 #pragma unroll
         for (int o = 1; o < BC_LANES_R; o <<= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
 #endif
@@ -198,90 +359,235 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
           bc_write_scale(row_scale, row_sl, row_sl.per_row ? r : r / BC_BR, sc, s.stored);
       }
       if (!live) continue;
-      // encode and store 16 output bytes
-      u32 w[4] = { 0u, 0u, 0u, 0u };
+      // encode and store BC_RUN_BYTES output bytes
+      u32 w[BC_RUN_BYTES / 4];
 #pragma unroll
-      for (int j = 0; j < BC_OUT_ELEMS; j += BC_VE) {
-        float f[BC_VE];
-        bc_unpack16(*(const uint4 *)(tile + tr * BC_TS + (tc0 + j) * BC_S), f);
-        const float e = enc[BC_NBLK_R == 1 ? 0 : j / BC_BC];
+      for (int k = 0; k < BC_RUN_BYTES / 4; k++) w[k] = 0u;
 #if BC_SR_ALLOWED
-        if (sr) {
+      if (sr) {
+        // one word of codes at a time, element by element (rolled: Philox is large)
+        constexpr int per = 32 / BC_ELEM_BITS;
 #pragma unroll
-          for (int q = 0; q < BC_VE; q++)
-            bc_pack_code(w, j + q, bc_encode_one(__fmul_rn(f[q], e), 1, rng, (u64)(r * cols + c + j + q)));
-          continue;
+        for (int wi = 0; wi < BC_RUN_BYTES / 4; wi++) {
+          const float e = enc[BC_NBLK_R == 1 ? 0 : (wi * per) / BC_BC];
+          u32 acc = 0u;
+#pragma unroll 1
+          for (int j = 0; j < per; j++) {
+            const int jj = wi * per + j;
+            const float y = __fmul_rn(bc_staged(tile, tr, tc0 + jj), e);
+            acc |= bc_encode_one(y, 1, rng, (u64)(r * cols + c + jj)) << bc_code_pos(j);
+          }
+          w[wi] = acc;
         }
+      } else
 #endif
-#if BC_ELEM_BITS == 8
+      {
 #pragma unroll
-        for (int q = 0; q < BC_VE; q += 2) {
-          u32 q2 = bc_encode2(__fmul_rn(f[q], e), __fmul_rn(f[q + 1], e));
-          w[(j + q) >> 2] |= q2 << (8 * ((j + q) & 3));
+        for (int k = 0; k < BC_NV_R; k++) {
+          const int j = k * BC_VE;
+          float f[BC_VE];
+          bc_unpack16(v[k], f);
+          const float e = enc[BC_NBLK_R == 1 ? 0 : j / BC_BC];
+#pragma unroll
+          for (int q = 0; q < BC_VE; q += 2) bc_pack_pair(w, j + q, __fmul_rn(f[q], e), __fmul_rn(f[q + 1], e));
         }
-#else
-#pragma unroll
-        for (int q = 0; q < BC_VE; q++) bc_pack_code(w, j + q, bc_encode1(__fmul_rn(f[q], e)));
-#endif
       }
       const i64 left = (cols - c) * BC_ELEM_BITS / 8;
-      bc_store_codes<16>(row_data + r * row_bytes + c * BC_ELEM_BITS / 8, w, vec_row && left >= 16, left < 16 ? (int)left : 16);
+      if (vec_row) {
+        bc_store_codes<BC_RUN_BYTES>(row_data + r * row_bytes + c * BC_ELEM_BITS / 8, w, left >= BC_RUN_BYTES,
+                                     left < BC_RUN_BYTES ? (int)left : BC_RUN_BYTES);
+      } else {
+        // rows not 16-byte aligned: staged, then written by bc_write_rows below
+        bc_stage_words<BC_RUN_BYTES / 4>(rcodes + tr * BC_RSTRIDE, tc0 * BC_ELEM_BITS / 8, w, true,
+                                         row_data + r * row_bytes + c0 * BC_ELEM_BITS / 8);
+      }
+    }
+    if (!vec_row) {
+      __syncthreads();
+      bc_write_rows<BC_TC * BC_ELEM_BITS / 8, true>(rcodes, BC_RSTRIDE, BC_TR, [&](int j, u8 *&dst, i64 &len) {
+        dst = row_data + (r0 + j) * row_bytes + c0 * BC_ELEM_BITS / 8;
+        len = r0 + j < rows ? (cols - c0) * BC_ELEM_BITS / 8 : 0;
+        if (len > BC_TC * BC_ELEM_BITS / 8) len = BC_TC * BC_ELEM_BITS / 8;
+      });
     }
   }
 #endif
 
 #if BC_COLUMNWISE
-  // ---- columnwise: runs of BC_RUN_C elements down a tile column
+  // ---- columnwise: a task is the column pair (tc, tc + 1) x rows tr0 .. tr0 + BC_CH - 1
   {
-#if BC_COL_TRANSPOSED
-    const i64 out_row_bytes = rows * BC_ELEM_BITS / 8;
-#endif
-#pragma unroll 1
-    for (int task = tid; task < BC_TC * (BC_TR / BC_RUN_C); task += BC_THREADS) {
-      const int tc = task % BC_TC, tr0 = (task / BC_TC) * BC_RUN_C;
-      const i64 c = c0 + tc, r = r0 + tr0;
-      if (c >= cols || r >= rows) continue;
-      float enc[BC_NBLK_C];
+    const int g = tid % BC_CG, seg = tid / BC_CG;
+    const int tc = 2 * g, tr0 = seg * BC_CH;
+    const i64 c = c0 + tc, r = r0 + tr0;
+    const bool tlive = tid < BC_CTASKS;
+    const u8 *col = tile + tr0 * BC_TS + tc * BC_S;
+    // up to 16 rows the words stay in registers between amax and encode; taller tasks read them
+    // again after a barrier (register pressure)
+    bc_pw v[BC_CHOLD ? BC_CH : 1];
+    if (BC_CHOLD && tlive) {
 #pragma unroll
-      for (int b = 0; b < BC_NBLK_C; b++) {
-        float m = 0.0f;
-#if BC_2D
-        m = bmax[((tr0 + b * BC_CBR) / BC_BR) * BC_BMAX_COLS + tc / BC_BC];
-#else
-#pragma unroll 8
-        for (int i = 0; i < BC_CBR; i++) m = fmaxf(m, fabsf(bc_staged(tile, tr0 + b * BC_CBR + i, tc)));
-#endif
-        const bc_bscale s = bc_block_scale(m, ts);
-        enc[b] = s.enc;
-        // view [cols, rows]: row c; block column (r / CBR + b); 2D blocks are BC_BC view rows tall
-        const i64 sc = r / BC_CBR + b;
-        if (sc < col_sl.lcols && (!BC_2D || col_sl.per_row || tc % BC_BC == 0))
-          bc_write_scale(col_scale, col_sl, (col_sl.per_row || !BC_2D) ? c : c / BC_BC, sc, s.stored);
-      }
-#if BC_COL_TRANSPOSED
-#pragma unroll 1
-      for (int i0 = 0; i0 < BC_RUN_C; i0 += BC_OUT_ELEMS) {
-        u32 w[4] = { 0u, 0u, 0u, 0u };
-#pragma unroll
-        for (int i = 0; i < BC_OUT_ELEMS; i++) {
-          const float v = __fmul_rn(bc_staged(tile, tr0 + i0 + i, tc), enc[(i0 + i) / BC_CBR]);
-          bc_pack_code(w, i, bc_encode_one(v, sr, rng, (u64)(rows * cols + c * rows + r + i0 + i)));
-        }
-        const i64 rr = r + i0;
-        if (rr >= rows) break;
-        const i64 left = (rows - rr) * BC_ELEM_BITS / 8;
-        bc_store_codes<16>(col_data + c * out_row_bytes + rr * BC_ELEM_BITS / 8, w, vec_col && left >= 16,
-                           left < 16 ? (int)left : 16);
-      }
-#else
-#pragma unroll 4
-      for (int i = 0; i < BC_RUN_C; i++) {
-        if (r + i >= rows) break;
-        const float v = __fmul_rn(bc_staged(tile, tr0 + i, tc), enc[i / BC_CBR]);
-        col_data[(r + i) * cols + c] = (u8)bc_encode_one(v, sr, rng, (u64)(rows * cols + c * rows + r + i));
-      }
-#endif
+      for (int i = 0; i < BC_CH; i++) v[BC_CHOLD ? i : 0] = bc_pw_ld(col + i * BC_TS);
     }
+    // per block: the encode factors of both columns
+    float e0[BC_CNB], e1[BC_CNB];
+#pragma unroll
+    for (int b = 0; b < BC_CNB; b++) {
+      float m0, m1;
+#if BC_2D
+      m0 = m1 = bmax[((tr0 + b * BC_CBH) / BC_BR) * BC_BMAX_COLS + tc / BC_BC];
+#else
+      bc_pw mm = bc_pw_zero();
+      if (tlive) {
+#pragma unroll
+        for (int i = 0; i < BC_CBH; i++) {
+          const int ri = b * BC_CBH + i;
+          mm = bc_pw_absmax(mm, BC_CHOLD ? v[BC_CHOLD ? ri : 0] : bc_pw_ld(col + ri * BC_TS));
+        }
+      }
+#if BC_CSHARE > 1
+      // the BC_CSHARE tasks of a block (same column pair, consecutive row runs) pool their amaxes
+      bc_pw *part = (bc_pw *)(bc_smem + BC_TR * BC_TS);
+      if (tlive) part[seg * BC_CG + g] = mm;
+      __syncthreads();
+      mm = bc_pw_zero();
+      if (tlive)
+#pragma unroll
+        for (int k = 0; k < BC_CSHARE; k++) mm = bc_pw_absmax(mm, part[((seg / BC_CSHARE) * BC_CSHARE + k) * BC_CG + g]);
+#endif
+      m0 = bc_pw_lo(mm);
+      m1 = bc_pw_hi(mm);
+#endif
+      const bc_bscale s0 = bc_block_scale(m0, ts);
+      const bc_bscale s1 = BC_2D ? s0 : bc_block_scale(m1, ts);
+      e0[b] = s0.enc;
+      e1[b] = s1.enc;
+      // view [cols, rows]: row c; block column r / CBR + b; 2D blocks are BC_BC view rows tall
+      const i64 sc = r / BC_CBR + b;
+      if (tlive && c < cols && sc < col_sl.lcols && seg % BC_CSHARE == 0) {
+        if (!BC_2D || col_sl.per_row) {
+          bc_write_scale(col_scale, col_sl, c, sc, s0.stored);
+          if (c + 1 < cols) bc_write_scale(col_scale, col_sl, c + 1, sc, s1.stored);
+        } else if (tc % BC_BC == 0) {
+          bc_write_scale(col_scale, col_sl, c / BC_BC, sc, s0.stored);
+        }
+      }
+    }
+#if !BC_CHOLD && BC_CSHARE == 1
+    __syncthreads();  // the encode reads the words again
+#endif
+#define BC_CWORD(i) (BC_CHOLD ? v[BC_CHOLD ? (i) : 0] : bc_pw_ld(col + (i) * BC_TS))
+#if BC_COL_TRANSPOSED
+    // Output rows (tile columns) tc and tc + 1, BC_CH codes each, staged in shared memory over the
+    // input tile after a barrier (every thread is past its reads), then written as 16-byte pieces
+    // with consecutive lanes along an output row (whole 128-byte lines).
+    u32 w[2][BC_CW];
+#pragma unroll
+    for (int k = 0; k < 2; k++)
+#pragma unroll
+      for (int i = 0; i < BC_CW; i++) w[k][i] = 0u;
+    if (tlive) {
+#if BC_SR_ALLOWED
+      if (sr) {
+        // one word of codes at a time, element by element (rolled: Philox is large)
+        constexpr int per = 32 / BC_ELEM_BITS;
+#pragma unroll
+        for (int k = 0; k < 2; k++)
+#pragma unroll
+          for (int wi = 0; wi < BC_CW; wi++) {
+            const float e = k ? e1[(wi * per) / BC_CBH] : e0[(wi * per) / BC_CBH];
+            u32 acc = 0u;
+#pragma unroll 1
+            for (int j = 0; j < per; j++) {
+              const int i = wi * per + j;
+              const float y = __fmul_rn(bc_staged(tile, tr0 + i, tc + k), e);
+              acc |= bc_encode_one(y, 1, rng, (u64)(rows * cols + (c + k) * rows + r + i)) << bc_code_pos(j);
+            }
+            w[k][wi] = acc;
+          }
+      } else
+#endif
+      {
+#pragma unroll
+        for (int i = 0; i < BC_CH; i += 2) {
+          const bc_pw x0 = BC_CWORD(i), x1 = BC_CWORD(i + 1);
+          const float a0 = e0[i / BC_CBH], a1 = e1[i / BC_CBH];
+          bc_pack_pair(w[0], i, __fmul_rn(bc_pw_lo(x0), a0), __fmul_rn(bc_pw_lo(x1), a0));
+          bc_pack_pair(w[1], i, __fmul_rn(bc_pw_hi(x0), a1), __fmul_rn(bc_pw_hi(x1), a1));
+        }
+      }
+    }
+    __syncthreads();
+    u8 *codes = bc_smem;
+    const i64 out_row_bytes = rows * BC_ELEM_BITS / 8;
+    // output row (tile column) j of the tile: its destination and valid bytes
+    auto out_row = [&](int j, u8 *&dst, i64 &len) {
+      dst = col_data + (c0 + j) * out_row_bytes + r0 * BC_ELEM_BITS / 8;
+      len = c0 + j < cols ? out_row_bytes - r0 * BC_ELEM_BITS / 8 : 0;
+      if (len > BC_OB) len = BC_OB;
+    };
+    if (tlive) {
+#pragma unroll
+      for (int k = 0; k < 2; k++) {
+        u8 *dst;
+        i64 len;
+        out_row(tc + k, dst, len);
+        bc_stage_words<BC_CW>(codes + (tc + k) * BC_CSTRIDE, tr0 * BC_ELEM_BITS / 8, w[k], !vec_col, dst);
+      }
+    }
+    __syncthreads();
+    if (vec_col) bc_write_rows<BC_OB, false>(codes, BC_CSTRIDE, BC_TC, out_row);
+    else bc_write_rows<BC_OB, true>(codes, BC_CSTRIDE, BC_TC, out_row);
+#else
+    if (tlive && c < cols && r < rows) {
+      // rows r .. of the [rows, cols] output: the codes of columns c, c + 1 side by side, one
+      // word per row; a task wholly inside (and 2-byte aligned for 8 bits) stores without checks
+      const i64 row_bytes = cols * BC_ELEM_BITS / 8;
+      u8 *dst = col_data + r * row_bytes + c * BC_ELEM_BITS / 8;
+      const bool pair = c + 1 < cols;
+      const bool fast = pair && r + BC_CH <= rows && (BC_ELEM_BITS == 4 || vec_col) && !sr;
+      if (fast) {
+#pragma unroll
+        for (int i = 0; i < BC_CH; i++) {
+          const bc_pw x = BC_CWORD(i);
+          u32 q = 0u;
+          bc_pack_pair(&q, 0, __fmul_rn(bc_pw_lo(x), e0[i / BC_CBH]), __fmul_rn(bc_pw_hi(x), e1[i / BC_CBH]));
+#if BC_ELEM_BITS == 8
+          *(u16 *)dst = (u16)q;
+#else
+          *dst = (u8)q;
+#endif
+          dst += row_bytes;
+        }
+      } else {
+        // edges, odd widths, stochastic rounding: rolled over the rows of each block
+#pragma unroll
+        for (int b = 0; b < BC_CNB; b++) {
+#pragma unroll 1
+          for (int ii = 0; ii < BC_CBH; ii++) {
+            const int i = b * BC_CBH + ii;
+            if (r + i >= rows) break;
+            const bc_pw x = bc_pw_ld(col + i * BC_TS);
+            const float x0 = __fmul_rn(bc_pw_lo(x), e0[b]), x1 = __fmul_rn(bc_pw_hi(x), e1[b]);
+            u32 q = 0u;
+#if BC_SR_ALLOWED
+            if (sr) {
+              const u64 e = rows * cols + c * rows + r + i;
+              q = bc_encode_one(x0, 1, rng, e) << bc_code_pos(0);
+              if (pair) q |= bc_encode_one(x1, 1, rng, e + rows) << bc_code_pos(1);
+            } else
+#endif
+              bc_pack_pair(&q, 0, x0, x1);
+            dst[0] = (u8)q;  // 4-bit: cols is even, a whole byte
+#if BC_ELEM_BITS == 8
+            if (pair) dst[1] = (u8)(q >> 8);
+#endif
+            dst += row_bytes;
+          }
+        }
+      }
+    }
+#endif
+#undef BC_CWORD
   }
 #endif
 }

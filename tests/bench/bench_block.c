@@ -3,7 +3,9 @@
  * batches of back-to-back launches). Every format x direction is first validated bit-exact
  * against the CPU reference (data and scales) on a ragged bf16 shape; then timed at 8192x8192,
  * 8191x8193 (8190x8194 for 4-bit formats, which need even sizes) and 16384x16384 bf16.
- *   bench_block [--format NAME] [--reps N] [--out FILE] [--shapes 1..3]
+ *   bench_block [--format NAME] [--reps N] [--out FILE] [--shapes 1..3] [--size N] [--quantize-only] [--profile]
+ * --size N: the one shape NxN instead of the list; --quantize-only: no dequantize variants (tuning
+ * sweeps); --profile: no validation and no timing, each variant launched once per shape (for ncu).
  * Bytes counted: the input read once + every output (data and scales) written once; for
  * dequantize the data and scales read + the bf16 output. Two-level formats (NVFP4) are timed as
  * the cast with a given global amax (bc_quantize_cast), and also as bc_quantize (global amax
@@ -106,14 +108,19 @@ static int validate(const bc_format *f, int64_t M, int64_t K) {
 
 int main(int argc, char **argv) {
   const char *only_fmt = NULL, *out = NULL;
-  int max_shapes = 3;
+  int max_shapes = 3, profile = 0, qonly = 0;
+  int64_t size = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--format") && i + 1 < argc) only_fmt = argv[++i];
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
     else if (!strcmp(argv[i], "--shapes") && i + 1 < argc) max_shapes = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--profile")) profile = 1;
+    else if (!strcmp(argv[i], "--quantize-only")) qonly = 1;
+    else if (!strcmp(argv[i], "--size") && i + 1 < argc) size = atoll(argv[++i]);
     else {
-      fprintf(stderr, "usage: bench_block [--format NAME] [--reps N] [--out FILE] [--shapes 1..3]\n");
+      fprintf(stderr, "usage: bench_block [--format NAME] [--reps N] [--out FILE] [--shapes 1..3] [--size N] [--quantize-only] "
+                      "[--profile]\n");
       return 2;
     }
   }
@@ -141,10 +148,11 @@ int main(int argc, char **argv) {
     bc_format_get_info(ctx, f, &info);
     if (info.block == BC_BLOCK_TENSOR || (only_fmt && strcmp(only_fmt, info.name))) continue;
     int four = info.element_bits == 4;
-    int valid = validate(f, four ? 998 : 999, four ? 1030 : 1031);
+    int valid = profile ? 1 : validate(f, four ? 998 : 999, four ? 1030 : 1031);
     all_valid &= valid;
     const char *vs = valid ? "bit-exact" : "MISMATCH";
     int64_t shapes[][2] = { { 8192, 8192 }, { four ? 8190 : 8191, four ? 8194 : 8193 }, { 16384, 16384 } };
+    if (size > 0) { shapes[0][0] = shapes[0][1] = size; max_shapes = 1; }
     for (int si = 0; si < 3 && si < max_shapes; si++) {
       int64_t M = shapes[si][0], K = shapes[si][1];
       size_t n = (size_t)(M * K);
@@ -171,7 +179,7 @@ int main(int argc, char **argv) {
         { "dequantize columnwise -> bf16", 3, 2 },
       };
       for (size_t v = 0; v < sizeof vars / sizeof *vars; v++) {
-        if (vars[v].mode == 1 && !info.two_level) continue;
+        if ((vars[v].mode == 1 && !info.two_level) || (qonly && vars[v].mode >= 2)) continue;
         int dirs = vars[v].dirs;
         if ((dirs & 1 && !b.data[0]) || (dirs & 2 && !b.data[1])) continue;
         a.mode = vars[v].mode;
@@ -185,6 +193,11 @@ int main(int argc, char **argv) {
           a.deq = (bc_tensor){ deq, BC_BF16, b.l[d].data_rows, b.l[d].data_cols, 0 };
         }
         bytes += 2.0 * (double)n;
+        if (profile) {
+          if (do_q(0, &a)) all_valid = 0;
+          CK(cudaDeviceSynchronize());
+          continue;
+        }
         float ms = time_median(do_q, &a);
         if (ms < 0) { all_valid = 0; continue; }
         double gbs = bytes / (ms * 1e-3) / 1e9;
