@@ -201,6 +201,12 @@ function M.tuning(arch)
   if not text then path = "gen/tuning/default.lua"; text = host().embedded(path) end
   local fields, src = spec.load_chunk(path, text)
   local t = spec.validate(fields, TUNING_SCHEMA, src)
+  -- the kernels shuffle across whole warps
+  for _, fam in ipairs(spec.sorted_keys(t)) do
+    if t[fam].threads % 32 ~= 0 then
+      spec.fail(string.format("%s: %s.threads = %d; expected a multiple of 32 (whole warps)", path, fam, t[fam].threads))
+    end
+  end
   t.file = path
   tuning_cache[arch] = t
   return t
@@ -232,6 +238,17 @@ function M.kernel_names(arch, format_name)
   end
   table.sort(out)
   return out
+end
+
+-- Shared memory per SM and the most one block may have (bytes), by compute capability (CUDA
+-- programming guide, "Technical Specifications per Compute Capability").
+local function smem_limits(sm)
+  if sm == 90 or sm == 100 or sm == 103 then return { sm = 228 * 1024, block = 227 * 1024 } end
+  if sm == 80 or sm == 87 then return { sm = 164 * 1024, block = 163 * 1024 } end
+  if sm == 86 or sm == 89 or sm >= 110 then return { sm = 100 * 1024, block = 99 * 1024 } end
+  if sm == 75 then return { sm = 64 * 1024, block = 64 * 1024 } end
+  if sm == 70 or sm == 72 then return { sm = 96 * 1024, block = 96 * 1024 } end
+  return { sm = 48 * 1024, block = 48 * 1024 }
 end
 
 -- The tile of a block quantize kernel: the tuned tile, grown to whole blocks of every direction
@@ -287,7 +304,7 @@ function M.launch(name, arch)
   if k.template == "quantize_block.cu" then
     local b = k.format.block
     L.tile_rows, L.tile_cols = block_tile(k, t)
-    -- the staged input tile (rows padded by 16 bytes against bank conflicts), then the 2D block amaxes
+    -- the staged input tile (rows padded by 16 bytes against bank conflicts)
     local row_bytes = L.tile_cols * DTYPE_SIZE[k.dtype] + 16
     L.smem = L.tile_rows * row_bytes
     -- then the 2D block amaxes, or the columnwise partial amaxes of 1D blocks taller than a task
@@ -301,13 +318,20 @@ function M.launch(name, arch)
       end
     end
     L.smem = L.smem + (aux + 15) // 16 * 16
-    -- (the staged codes of unaligned rowwise output rows come past this; the host adds them)
-    -- no more resident blocks asked of the register allocator than shared memory admits
-    -- (per SM: 228 KiB on sm_90 / sm_100 / sm_103, 164 KiB on sm_80 / sm_87, else 100 KiB; 1 KiB per block
-    -- reserved by the driver)
+    -- past this, for launches whose rowwise output rows are not 16-byte aligned, the host adds the
+    -- staged codes: tile_rows x (tile_cols * bits / 8 + 16) bytes (runtime/bc_ops.c)
+    local staged = k.rowwise and L.tile_rows * (L.tile_cols * k.format.elem.bits // 8 + 16) or 0
     local sm = M.arch_sm(arch)
-    local smem_sm = (sm == 90 or sm == 100 or sm == 103) and 228 * 1024 or ((sm == 80 or sm == 87) and 164 * 1024 or 100 * 1024)
-    local fit = smem_sm // (L.smem + 1024)
+    local SMEM = smem_limits(sm)
+    if L.smem + staged > SMEM.block then
+      spec.fail(string.format("kernel '%s' for %s: a %dx%d tile needs %d bytes of shared memory%s, more than a block " ..
+        "may have there (%d); use smaller tile_rows / tile_cols in the tuning", name, arch, L.tile_rows, L.tile_cols,
+        L.smem + staged, staged > 0 and string.format(" (%d of them for unaligned rowwise output)", staged) or "",
+        SMEM.block))
+    end
+    -- no more resident blocks asked of the register allocator than shared memory admits for the
+    -- common (aligned) launch; 1 KiB per block is reserved by the driver
+    local fit = SMEM.sm // (L.smem + 1024)
     if fit >= 1 and L.min_blocks > fit then L.min_blocks = fit end
   end
   return L

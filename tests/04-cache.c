@@ -265,6 +265,16 @@ int main(void) {
   is_str_has(m, ">   ", "the failing line is marked");
   is_str_has(m, "full source: ", "and the dump of the full source is named");
   bc_ctx_destroy(bt);
+  /* a thread count that is not whole warps: refused by the generator, naming the field */
+  tf = fopen(tpath, "w");
+  fputs("amax = { threads = 512 }\nquantize_row = { threads = 256 }\n"
+        "quantize_tile = { threads = 256, tile_rows = 128, tile_cols = 64, col_vec = 16 }\ndequantize = { threads = 256 }\n"
+        "quantize_block = { threads = 48 }\ndequantize_block = { threads = 256 }\n", tf);
+  fclose(tf);
+  bc_ctx_create(&bt, NULL, 0);
+  ok(bc_kernel_compile(bt, "bc_quantize_mxfp8_e4m3__bf16__row", "sm_90", &bin, &n) != BC_OK, "threads = 48: refused");
+  is_str_has(bc_last_error(bt), "quantize_block.threads = 48; expected a multiple of 32", "the message names the field and the rule");
+  bc_ctx_destroy(bt);
   unsetenv("BLOCKCAST_TUNING");
 
   /* ---- specs from BLOCKCAST_SPEC_PATH ---- */

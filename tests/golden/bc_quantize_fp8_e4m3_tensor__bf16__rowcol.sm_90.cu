@@ -236,8 +236,10 @@ static __device__ __forceinline__ void bc_load_slots(const BC_DTYPE_T *__restric
 
 // encode: round to nearest even, saturate to +-max finite, NaN -> NAN_ENCODE (unsigned
 // elements: negative inputs -> 0). Two equivalent forms: bc_encode_int_t on the fp32 bits (any
-// element) and bc_encode_t in float arithmetic (elements with subnormals and a bias >= 1), about
-// half the instructions; the GPU tier and 21-gpu-cvt-selftest check both against the reference.
+// element) and bc_encode_t in float arithmetic (elements with subnormals and a bias >= 1: every
+// built-in element, so the integer form serves spec-defined elements only), about half the
+// instructions. The GPU tier and 21-gpu-cvt-selftest check bc_encode_t; the integer form's
+// subnormal path (an FMA now) has not yet run on a GPU.
 template <class E>
 static __device__ __forceinline__ u32 bc_encode_int_t(float x) {
   u32 b = __float_as_uint(x);
