@@ -47,9 +47,10 @@ local function plan_common()
   end
   for _, en in ipairs(spec.sorted_keys(registry.elements)) do
     local e = registry.elements[en]
-    if e.hw_cvt then
+    -- an element with a fast conversion path gets a self-test (all fp32 inputs, all code pairs)
+    if e.hw_cvt or M.f16_place(e) then
       add_kernel({ name = "bc_selftest_cvt_" .. en, family = "selftest_cvt", elem = e, template = "selftest_cvt.cu",
-                   tuning = "amax", min_sm = e.hw_cvt.min_sm })
+                   tuning = "amax", min_sm = e.hw_cvt and e.hw_cvt.min_sm or nil })
     end
   end
 end
@@ -358,6 +359,14 @@ local function restate(v, indent, out)
   end
 end
 
+-- Whether decode may place an element's magnitude bits at the top of an fp16's exponent and
+-- mantissa (value x 2^(bias - 15), exact): no NaN/Inf codes, subnormals like fp16's, an exponent
+-- of at most 4 bits (its largest field stays finite in fp16). templates/common.cuh: bc_decode2.
+function M.f16_place(e)
+  return e.bits <= 8 and e.exponent_bits >= 1 and e.exponent_bits <= 4 and e.mantissa_bits <= 10
+    and e.subnormals ~= false and #e.nan_codes == 0 and #e.inf_codes == 0
+end
+
 local function element_defines(e, sm, defs, prefix)
   prefix = prefix or "BC_ELEM"
   local function d(name, value) defs[#defs + 1] = string.format("#define %-28s %s", prefix .. name, value) end
@@ -384,6 +393,7 @@ local function element_defines(e, sm, defs, prefix)
   -- every value of the element is an fp16 value: decode may go through cvt.rn.f16x2.<ptx>
   local f16_exact = e.mantissa_bits <= 10 and 1 - e.bias - e.mantissa_bits >= -24 and e.max_finite <= 65504
   defs[#defs + 1] = string.format("#define %-28s %s", "BC_ELEM_F16_EXACT", f16_exact and "1" or "0")
+  defs[#defs + 1] = string.format("#define %-28s %s", "BC_ELEM_F16_PLACE", M.f16_place(e) and "1" or "0")
   return hw and e.hw_cvt.ptx or "none"
 end
 

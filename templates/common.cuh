@@ -64,16 +64,6 @@ static __device__ __forceinline__ float bc_load_hp(const BC_DTYPE_T *p, i64 i) {
 #endif
 }
 
-static __device__ __forceinline__ void bc_store_hp(BC_DTYPE_T *p, i64 i, float v) {
-#if BC_DTYPE == 0
-  p[i] = __uint_as_float(bc_f32_bits_canonical(v));
-#elif BC_DTYPE == 1
-  p[i] = bc_bf16_from_f32(v);
-#else
-  p[i] = bc_f16_from_f32(v);
-#endif
-}
-
 #if BC_DTYPE != 0
 // Two fp32 -> packed bf16x2 / f16x2 (a in the low half), round to nearest even (the hardware
 // conversion on sm_80+); NaN -> the canonical 0x7FFF, as bc_store_hp writes it.
@@ -93,6 +83,15 @@ static __device__ __forceinline__ u32 bc_pack2_hp(float a, float b) {
   return d;
 }
 #endif
+
+// Store one value as the output dtype (NaN canonical), the same bits as the packed stores.
+static __device__ __forceinline__ void bc_store_hp(BC_DTYPE_T *p, i64 i, float v) {
+#if BC_DTYPE == 0
+  p[i] = __uint_as_float(bc_f32_bits_canonical(v));
+#else
+  p[i] = (u16)bc_pack2_hp(v, v);
+#endif
+}
 
 // 16 bytes of input -> BC_VEC floats (BC_VEC = 16 / sizeof(dtype)).
 static __device__ __forceinline__ void bc_unpack16(uint4 u, float *v) {
@@ -304,17 +303,33 @@ static __device__ __forceinline__ void bc_encode_scaled(const float *f, float sc
 
 static __device__ __forceinline__ float bc_decode(u32 c) { return bc_decode_t<bc_elem>(c); }
 
-// Two codes (a in bits 0..7, b in bits 8..15) to fp32. With the hardware conversion, through
-// fp16 (exact when every element value is an fp16 value; NaN stays NaN, Inf stays Inf).
+// Two codes (a in bits [0, BITS), b in [BITS, 2 BITS); higher bits ignored) to fp32. Fast paths,
+// both exact and checked against bc_decode for every pair by 21-gpu-cvt-selftest:
+//  - the hardware conversion (8-bit elements with one), through fp16 (every element value is an
+//    fp16 value; NaN stays NaN, Inf stays Inf);
+//  - BC_ELEM_F16_PLACE (elements without NaN/Inf codes whose exponent and mantissa fit fp16's,
+//    e.g. e2m1): the magnitude bits placed at the top of an fp16's exponent and mantissa are the
+//    element's value times 2^(BIAS - 15), subnormals included; two fp16 converts and one exact
+//    power-of-two multiply each instead of the generic decode.
 static __device__ __forceinline__ void bc_decode2(u32 c2, float *a, float *b) {
-#if BC_ELEM_HW_CVT && BC_ELEM_F16_EXACT
+#if BC_ELEM_HW_CVT && BC_ELEM_F16_EXACT && BC_ELEM_BITS == 8
   u32 h2;
   asm("cvt.rn.f16x2.${ELEM_PTX} %0, %1;" : "=r"(h2) : "h"((u16)c2));
   *a = bc_f32_from_f16((u16)(h2 & 0xFFFFu));
   *b = bc_f32_from_f16((u16)(h2 >> 16));
+#elif BC_ELEM_F16_PLACE
+  const u32 mag = (1u << (BC_ELEM_BITS - BC_ELEM_SIGNED)) - 1u;
+  u32 h2 = ((c2 & mag) << (10 - BC_ELEM_MBITS)) | (((c2 >> BC_ELEM_BITS) & mag) << (26 - BC_ELEM_MBITS));
+#if BC_ELEM_SIGNED
+  h2 |= ((c2 >> (BC_ELEM_BITS - 1)) & 1u) << 15 | ((c2 >> (2 * BC_ELEM_BITS - 1)) & 1u) << 31;
+#endif
+  const float up = __uint_as_float((u32)(127 + 15 - BC_ELEM_BIAS) << 23);
+  *a = __fmul_rn(bc_f32_from_f16((u16)(h2 & 0xFFFFu)), up);
+  *b = __fmul_rn(bc_f32_from_f16((u16)(h2 >> 16)), up);
 #else
-  *a = bc_decode(c2 & 0xFFu);
-  *b = bc_decode((c2 >> 8) & 0xFFu);
+  const u32 m = (1u << BC_ELEM_BITS) - 1u;
+  *a = bc_decode(c2 & m);
+  *b = bc_decode((c2 >> BC_ELEM_BITS) & m);
 #endif
 }
 #endif
