@@ -354,18 +354,19 @@ static bc_status block_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction
   const bci_launch *L = &k->launch;
   const void *data = dir == BC_ROWWISE ? q->rowwise_data : q->columnwise_data;
   const void *scale = dir == BC_ROWWISE ? q->rowwise_scale_inv : q->columnwise_scale_inv;
-  int bits = f->elem.bits, run = 128 / bits;
+  /* templates/dequantize_block.cu: slots of 8 elements, L->unroll slots per thread along a row;
+   * vector loads of a slot's codes and 16-byte stores where the rows are aligned for them */
+  int64_t slot_bytes = 8 * f->elem.bits / 8;
   int64_t drows = g.drows, dcols = g.dcols;
-  int vec_ok = aligned(data, 16) && (dcols * bits / 8) % 16 == 0 && aligned(out->data, 16) &&
-               ((size_t)ld * bc_dtype_size(out->dtype)) % 16 == 0;
-  int64_t runs_per_row = (dcols + run - 1) / run;
-  int64_t gxx = (runs_per_row + L->threads - 1) / L->threads;
+  int q_vec = aligned(data, (size_t)slot_bytes) && (dcols * f->elem.bits / 8) % slot_bytes == 0;
+  int out_vec = aligned(out->data, 16) && ((size_t)ld * bc_dtype_size(out->dtype)) % 16 == 0;
+  int64_t per_block = (int64_t)L->threads * L->unroll;
+  int64_t gxx = ((dcols + 7) / 8 + per_block - 1) / per_block;
   if (gxx > 0x7FFFFFFF) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "bc_dequantize: a row of %lld elements is too long for one launch", (long long)dcols);
-  /* four rows per thread (templates/dequantize_block.cu: BC_DQ_ROWS) */
-  unsigned gx = (unsigned)gxx, gy = umin64((drows + 3) / 4, 65535);
+  unsigned gx = (unsigned)gxx, gy = umin64(drows, 65535);
   void *o = out->data;
   const float *gamax = q->amax;
-  void *params[] = { &data, &drows, &dcols, &scale, &g.sl, &gamax, &o, &ld, &vec_ok };
+  void *params[] = { &data, &drows, &dcols, &scale, &g.sl, &gamax, &o, &ld, &q_vec, &out_vec };
   return bci_kernel_launch(ctx, k, gx, gy, 1, (unsigned)L->threads, stream, params);
 }
 

@@ -1,12 +1,15 @@
 // templates/dequantize.cu: per-tensor dequantize, out[r, c] = dtype(decode(q[r, c]) * scale_inv)
 // q: [rows, cols] codes, contiguous; out: [rows, cols] with row stride ld. NaN codes give the
-// canonical NaN of the output dtype. The host flattens contiguous outputs to one row.
+// canonical NaN of the output dtype. The host flattens contiguous outputs to one row. Each thread
+// converts BC_UNROLL slots of 8 codes, BC_THREADS apart, loads first; the slots the vector path
+// cannot take (a short last slot, or every slot when vec_ok is 0) go element by element in a
+// rolled loop after it, through the same pair decode (a small kernel compiles faster).
 
 extern "C" __global__ void __launch_bounds__(BC_THREADS, BC_MIN_BLOCKS)
 ${KERNEL}(const u8 *__restrict__ q, i64 rows, i64 cols, i64 ld, const float *__restrict__ scale_inv_ptr,
           BC_DTYPE_T *__restrict__ out, int vec_ok) {
   const float si = *scale_inv_ptr;
-  const i64 slots = (cols + 7) / 8;
+  const i64 slots = (cols + 7) / 8, full = vec_ok ? cols / 8 : 0;
   for (i64 r = blockIdx.y; r < rows; r += gridDim.y) {
     const u8 *src = q + r * cols;
     BC_DTYPE_T *dst = out + r * ld;
@@ -15,35 +18,42 @@ ${KERNEL}(const u8 *__restrict__ q, i64 rows, i64 cols, i64 ld, const float *__r
 #pragma unroll
     for (int u = 0; u < BC_UNROLL; u++) {
       i64 s = base + (i64)u * BC_THREADS;
-      if (vec_ok && s < slots && (s + 1) * 8 <= cols) v[u] = *(const uint2 *)(src + s * 8);
+      if (s < full) v[u] = *(const uint2 *)(src + s * 8);
     }
 #pragma unroll
     for (int u = 0; u < BC_UNROLL; u++) {
       i64 s = base + (i64)u * BC_THREADS;
-      if (s >= slots) break;
+      if (s >= full) break;
       i64 c0 = s * 8;
-      if (vec_ok && c0 + 8 <= cols) {
-        float f[8];
-        bc_decode2(v[u].x & 0xFFFFu, &f[0], &f[1]);
-        bc_decode2(v[u].x >> 16, &f[2], &f[3]);
-        bc_decode2(v[u].y & 0xFFFFu, &f[4], &f[5]);
-        bc_decode2(v[u].y >> 16, &f[6], &f[7]);
+      float f[8];
+      bc_decode2(v[u].x & 0xFFFFu, &f[0], &f[1]);
+      bc_decode2(v[u].x >> 16, &f[2], &f[3]);
+      bc_decode2(v[u].y & 0xFFFFu, &f[4], &f[5]);
+      bc_decode2(v[u].y >> 16, &f[6], &f[7]);
 #pragma unroll
-        for (int j = 0; j < 8; j++) f[j] = __fmul_rn(f[j], si);
+      for (int j = 0; j < 8; j++) f[j] = __fmul_rn(f[j], si);
 #if BC_DTYPE == 0
-        *(uint4 *)(dst + c0) = make_uint4(bc_f32_bits_canonical(f[0]), bc_f32_bits_canonical(f[1]),
-                                          bc_f32_bits_canonical(f[2]), bc_f32_bits_canonical(f[3]));
-        *(uint4 *)(dst + c0 + 4) = make_uint4(bc_f32_bits_canonical(f[4]), bc_f32_bits_canonical(f[5]),
-                                              bc_f32_bits_canonical(f[6]), bc_f32_bits_canonical(f[7]));
+      *(uint4 *)(dst + c0) = make_uint4(bc_f32_bits_canonical(f[0]), bc_f32_bits_canonical(f[1]),
+                                        bc_f32_bits_canonical(f[2]), bc_f32_bits_canonical(f[3]));
+      *(uint4 *)(dst + c0 + 4) = make_uint4(bc_f32_bits_canonical(f[4]), bc_f32_bits_canonical(f[5]),
+                                            bc_f32_bits_canonical(f[6]), bc_f32_bits_canonical(f[7]));
 #else
-        u32 h[4];
+      u32 h[4];
 #pragma unroll
-        for (int j = 0; j < 4; j++) h[j] = bc_pack2_hp(f[2 * j], f[2 * j + 1]);
-        *(uint4 *)(dst + c0) = make_uint4(h[0], h[1], h[2], h[3]);
+      for (int j = 0; j < 4; j++) h[j] = bc_pack2_hp(f[2 * j], f[2 * j + 1]);
+      *(uint4 *)(dst + c0) = make_uint4(h[0], h[1], h[2], h[3]);
 #endif
-      } else {
+    }
 #pragma unroll 1
-        for (i64 c = c0; c < cols && c < c0 + 8; c++) bc_store_hp(dst, c, __fmul_rn(bc_decode(src[c]), si));
+    for (int u = 0; u < BC_UNROLL; u++) {
+      i64 s = base + (i64)u * BC_THREADS;
+      if (s < full) continue;
+      if (s >= slots) break;
+#pragma unroll 1
+      for (i64 c = s * 8; c < cols && c < s * 8 + 8; c++) {
+        float a, unused;
+        bc_decode2(src[c], &a, &unused);
+        bc_store_hp(dst, c, __fmul_rn(a, si));
       }
     }
   }

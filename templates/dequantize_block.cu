@@ -5,125 +5,152 @@
 // the spec); out has the same shape with row stride ld. The view (whose rows hold the blocks) is
 // the data itself (BC_DATA_IS_VIEW) or its transpose (MXFP8 columnwise); the element's block in
 // the view is BC_VBR x BC_VBC and its scale entry is found through the scale layout bc_sl.
-// A thread converts the run of 16 data bytes (BC_RUN elements) at one column of BC_DQ_ROWS data
-// rows at a time, loads first; x covers a row's runs, y strides over the rows.
+//
+// A slot is 8 consecutive elements of a data row. A thread converts BC_UNROLL slots of a row that
+// lie BC_THREADS apart, so each warp instruction loads and stores whole lines; codes and scales
+// of all of them are loaded before the first conversion; y strides over the rows. A slot inside
+// the row is loaded as one vector when the data rows are aligned (q_vec), byte-wise otherwise, and
+// stored as vectors when the output rows are aligned (out_vec), element-wise otherwise. The short
+// last slot of a row (dcols not a multiple of 8) goes element by element after the unrolled loop.
 
-#define BC_RUN (128 / BC_ELEM_BITS)
+#define BC_SLOT 8
+#define BC_SLOT_BYTES (BC_SLOT * BC_ELEM_BITS / 8)
+#define BC_SLOT_WORDS ((BC_SLOT_BYTES + 3) / 4)
+#if BC_DATA_IS_VIEW && BC_VBC >= BC_SLOT && BC_VBC % BC_SLOT == 0
+#define BC_SLOT_SCALES 1 /* the slot lies in one block */
+#else
+#define BC_SLOT_SCALES BC_SLOT
+#endif
 
-static __device__ __forceinline__ float bc_dq_factor(const void *scale, const bc_sl &sl, i64 dr, i64 dc) {
+// The scale entry of data element (dr, dc).
+static __device__ __forceinline__ i64 bc_dq_off(const bc_sl &sl, i64 dr, i64 dc) {
   const i64 vr = BC_DATA_IS_VIEW ? dr : dc, vc = BC_DATA_IS_VIEW ? dc : dr;
-  const i64 off = bc_sl_offset(sl, sl.per_row ? vr : vr / BC_VBR, vc / BC_VBC);
+  return bc_sl_offset(sl, sl.per_row ? vr : vr / BC_VBR, vc / BC_VBC);
+}
+
+static __device__ __forceinline__ u32 bc_dq_scale_bits(const void *scale, i64 off) {
 #if BC_SCALE_BYTES == 4
-  const u32 stored = ((const u32 *)scale)[off];
+  return ((const u32 *)scale)[off];
 #else
-  const u32 stored = ((const u8 *)scale)[off];
+  return ((const u8 *)scale)[off];
 #endif
-  return bc_scale_dec(stored);
 }
 
-static __device__ __forceinline__ float bc_dq_value(float decoded, float f, const bc_tensor_scale &ts) {
+static __device__ __forceinline__ float bc_dq_value(float decoded, u32 scale_bits, const bc_tensor_scale &ts) {
 #if BC_RULE == 3
-  return __fmul_rn(__fmul_rn(decoded, f), ts.dec);
+  return __fmul_rn(__fmul_rn(decoded, bc_scale_dec(scale_bits)), ts.dec);
 #else
-  return __fmul_rn(decoded, f);
+  return __fmul_rn(decoded, bc_scale_dec(scale_bits));
 #endif
 }
 
-static __device__ __forceinline__ u32 bc_code_at(const u32 *w, int j) {
-#if BC_ELEM_BITS == 8
-  return (w[j >> 2] >> (8 * (j & 3))) & 0xFFu;
-#else
-  const int nib = BC_PACK_HIGH_FIRST ? (j ^ 1) : j;
-  return (w[nib >> 3] >> (4 * (nib & 7))) & 0xFu;
+// Codes j and j + 1 of a slot (j even) as one pair for bc_decode2: element j in the low bits.
+static __device__ __forceinline__ u32 bc_dq_pair(const u32 *w, int j) {
+  u32 p = w[(j * BC_ELEM_BITS) >> 5] >> ((j * BC_ELEM_BITS) & 31);
+#if BC_ELEM_BITS == 4 && BC_PACK_HIGH_FIRST
+  p = ((p >> 4) & 0xFu) | ((p & 0xFu) << 4);
 #endif
+  return p;
 }
 
-// Decode, scale and store one run of codes w at data (dr, dc0).
-static __device__ __forceinline__ void bc_dq_run(const u32 *w, i64 dr, i64 dc0, i64 dcols, const void *scale, const bc_sl &sl,
-                                                 const bc_tensor_scale &ts, BC_DTYPE_T *dst, bool whole, int vec_ok) {
-  float f[BC_RUN];
-#if BC_ELEM_BITS == 8
-#pragma unroll
-  for (int j = 0; j < BC_RUN; j += 2) bc_decode2((w[j >> 2] >> (8 * (j & 3))) & 0xFFFFu, &f[j], &f[j + 1]);
-#else
-#pragma unroll
-  for (int j = 0; j < BC_RUN; j++) f[j] = bc_decode(bc_code_at(w, j));
-#endif
-#if BC_DATA_IS_VIEW && BC_VBC >= BC_RUN
-  // one block covers the run: one scale lookup
-  const float fac = bc_dq_factor(scale, sl, dr, dc0);
-#pragma unroll
-  for (int j = 0; j < BC_RUN; j++) f[j] = bc_dq_value(f[j], fac, ts);
-#elif BC_DATA_IS_VIEW
-#pragma unroll
-  for (int b = 0; b < BC_RUN / BC_VBC; b++) {
-    const float fac = (dc0 + b * BC_VBC < dcols) ? bc_dq_factor(scale, sl, dr, dc0 + b * BC_VBC) : 0.0f;
-#pragma unroll
-    for (int j = 0; j < BC_VBC; j++) f[b * BC_VBC + j] = bc_dq_value(f[b * BC_VBC + j], fac, ts);
-  }
-#else
-#pragma unroll
-  for (int j = 0; j < BC_RUN; j++)
-    f[j] = (dc0 + j < dcols) ? bc_dq_value(f[j], bc_dq_factor(scale, sl, dr, dc0 + j), ts) : 0.0f;
-#endif
-  if (whole && vec_ok) {
-#if BC_DTYPE == 0
-#pragma unroll
-    for (int j = 0; j < BC_RUN; j += 4)
-      *(uint4 *)(dst + j) = make_uint4(bc_f32_bits_canonical(f[j]), bc_f32_bits_canonical(f[j + 1]),
-                                       bc_f32_bits_canonical(f[j + 2]), bc_f32_bits_canonical(f[j + 3]));
-#else
-#pragma unroll
-    for (int j = 0; j < BC_RUN; j += 8)
-      *(uint4 *)(dst + j) = make_uint4(bc_pack2_hp(f[j], f[j + 1]), bc_pack2_hp(f[j + 2], f[j + 3]),
-                                       bc_pack2_hp(f[j + 4], f[j + 5]), bc_pack2_hp(f[j + 6], f[j + 7]));
-#endif
-  } else if (whole) {
-#pragma unroll
-    for (int j = 0; j < BC_RUN; j++) bc_store_hp(dst, j, f[j]);
-  } else {
-#pragma unroll 1
-    for (int j = 0; j < BC_RUN && dc0 + j < dcols; j++) bc_store_hp(dst, j, f[j]);
-  }
-}
-
-#define BC_DQ_ROWS 4 /* data rows per thread, all loads issued before the first conversion */
-
-extern "C" __global__ void __launch_bounds__(BC_THREADS)
+extern "C" __global__ void __launch_bounds__(BC_THREADS, BC_MIN_BLOCKS)
 ${KERNEL}(const u8 *__restrict__ q, i64 drows, i64 dcols, const void *__restrict__ scale, bc_sl sl,
-          const float *__restrict__ global_amax, BC_DTYPE_T *__restrict__ out, i64 ld, int vec_ok) {
+          const float *__restrict__ global_amax, BC_DTYPE_T *__restrict__ out, i64 ld, int q_vec, int out_vec) {
   const bc_tensor_scale ts = bc_tensor_scale_from_amax(global_amax);
   const i64 row_bytes = dcols * BC_ELEM_BITS / 8;
-  const i64 runs_per_row = (dcols + BC_RUN - 1) / BC_RUN;
-  const i64 run = (i64)blockIdx.x * BC_THREADS + threadIdx.x;
-  if (run >= runs_per_row) return;
-  const i64 dc0 = run * BC_RUN;
-  const bool whole = dc0 + BC_RUN <= dcols;
+  const i64 full = dcols / BC_SLOT, slots = (dcols + BC_SLOT - 1) / BC_SLOT;
+  const i64 base = (i64)blockIdx.x * BC_UNROLL * BC_THREADS + threadIdx.x;
+  // data columnwise to the view (not transposed, 1xN view blocks): the scale entries of a slot's
+  // elements are consecutive view rows, `step` apart in a compact layout (0: look each one up)
+  const i64 step = BC_DATA_IS_VIEW || (BC_VBR != 1 && !sl.per_row) ? 0 : sl.order == 1 ? 1 : sl.order == 0 ? sl.ld : 0;
 #pragma unroll 1
-  for (i64 dr0 = blockIdx.y; dr0 < drows; dr0 += (i64)gridDim.y * BC_DQ_ROWS) {
-    u32 w[BC_DQ_ROWS][4];
+  for (i64 dr = blockIdx.y; dr < drows; dr += gridDim.y) {
+    const u8 *qrow = q + dr * row_bytes;
+    BC_DTYPE_T *orow = out + dr * ld;
+    u32 w[BC_UNROLL][BC_SLOT_WORDS], sc[BC_UNROLL][BC_SLOT_SCALES];
 #pragma unroll
-    for (int k = 0; k < BC_DQ_ROWS; k++) {
-      const i64 dr = dr0 + (i64)k * gridDim.y;
-      w[k][0] = w[k][1] = w[k][2] = w[k][3] = 0u;
-      if (dr >= drows) continue;
-      const u8 *src = q + dr * row_bytes + dc0 * BC_ELEM_BITS / 8;
-      if (whole && vec_ok) {
-        const uint4 v = *(const uint4 *)src;
-        w[k][0] = v.x; w[k][1] = v.y; w[k][2] = v.z; w[k][3] = v.w;
-      } else if (whole) {
-#pragma unroll
-        for (int i = 0; i < 16; i++) w[k][i >> 2] |= (u32)src[i] << (8 * (i & 3));
+    for (int u = 0; u < BC_UNROLL; u++) {
+      const i64 s = base + (i64)u * BC_THREADS;
+      if (s >= full) break;
+      const u8 *src = qrow + s * BC_SLOT_BYTES;
+      if (q_vec) {
+#if BC_SLOT_BYTES == 8
+        const uint2 v = *(const uint2 *)src;
+        w[u][0] = v.x;
+        w[u][1] = v.y;
+#else
+        w[u][0] = *(const u32 *)src;
+#endif
       } else {
-        const i64 nb = ((dcols - dc0) * BC_ELEM_BITS + 7) / 8;
-#pragma unroll 1
-        for (i64 i = 0; i < nb; i++) w[k][i >> 2] |= (u32)src[i] << (8 * (i & 3));
+#pragma unroll
+        for (int i = 0; i < BC_SLOT_WORDS; i++) w[u][i] = 0u;
+#pragma unroll
+        for (int i = 0; i < BC_SLOT_BYTES; i++) w[u][i >> 2] |= (u32)src[i] << (8 * (i & 3));
       }
+      const i64 off = bc_dq_off(sl, dr, s * BC_SLOT);
+#if BC_SLOT_SCALES == 1
+      sc[u][0] = bc_dq_scale_bits(scale, off);
+#else
+#if BC_SCALE_BYTES == 1
+      if (step == 1 && ((size_t)((const u8 *)scale + off) & 7) == 0) {
+        // eight consecutive one-byte entries: one load
+        const uint2 v = *(const uint2 *)((const u8 *)scale + off);
+#pragma unroll
+        for (int j = 0; j < BC_SLOT; j++) sc[u][j] = ((j < 4 ? v.x : v.y) >> (8 * (j & 3))) & 0xFFu;
+      } else
+#endif
+#pragma unroll
+      for (int j = 0; j < BC_SLOT; j++)
+        sc[u][j] = bc_dq_scale_bits(scale, step ? off + j * step : bc_dq_off(sl, dr, s * BC_SLOT + j));
+#endif
     }
 #pragma unroll
-    for (int k = 0; k < BC_DQ_ROWS; k++) {
-      const i64 dr = dr0 + (i64)k * gridDim.y;
-      if (dr < drows) bc_dq_run(w[k], dr, dc0, dcols, scale, sl, ts, out + dr * ld + dc0, whole, vec_ok);
+    for (int u = 0; u < BC_UNROLL; u++) {
+      const i64 s = base + (i64)u * BC_THREADS;
+      if (s >= full) break;
+      float f[BC_SLOT];
+#pragma unroll
+      for (int j = 0; j < BC_SLOT; j += 2) {
+        bc_decode2(bc_dq_pair(w[u], j), &f[j], &f[j + 1]);
+        f[j] = bc_dq_value(f[j], sc[u][BC_SLOT_SCALES == 1 ? 0 : j], ts);
+        f[j + 1] = bc_dq_value(f[j + 1], sc[u][BC_SLOT_SCALES == 1 ? 0 : j + 1], ts);
+      }
+      BC_DTYPE_T *dst = orow + s * BC_SLOT;
+#if BC_DTYPE == 0
+      u32 h[BC_SLOT];
+#pragma unroll
+      for (int j = 0; j < BC_SLOT; j++) h[j] = bc_f32_bits_canonical(f[j]);
+      if (out_vec) {
+        *(uint4 *)dst = make_uint4(h[0], h[1], h[2], h[3]);
+        *(uint4 *)(dst + 4) = make_uint4(h[4], h[5], h[6], h[7]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < BC_SLOT; j++) ((u32 *)dst)[j] = h[j];
+      }
+#else
+      u32 h[BC_SLOT / 2];
+#pragma unroll
+      for (int j = 0; j < BC_SLOT / 2; j++) h[j] = bc_pack2_hp(f[2 * j], f[2 * j + 1]);
+      if (out_vec) {
+        *(uint4 *)dst = make_uint4(h[0], h[1], h[2], h[3]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < BC_SLOT; j++) dst[j] = (u16)(h[j >> 1] >> (16 * (j & 1)));
+      }
+#endif
+    }
+    // the short last slot of the row, element by element
+    if (full < slots && base <= full && full < base + (i64)BC_UNROLL * BC_THREADS && (full - base) % BC_THREADS == 0) {
+#pragma unroll 1
+      for (i64 dc = full * BC_SLOT; dc < dcols; dc++) {
+        u32 c = qrow[dc * BC_ELEM_BITS / 8];
+#if BC_ELEM_BITS == 4
+        c = (c >> (4 * ((dc & 1) ^ BC_PACK_HIGH_FIRST))) & 0xFu;
+#endif
+        float a, unused;
+        bc_decode2(c, &a, &unused);
+        bc_store_hp(orow, dc, bc_dq_value(a, bc_dq_scale_bits(scale, bc_dq_off(sl, dr, dc)), ts));
+      }
     }
   }
 }

@@ -197,6 +197,61 @@ static void swizzle_case(const bc_format *f, int64_t rows, int64_t cols, bc_dire
   free(h);
 }
 
+/* dequantize into an output with a row stride (elements) of data_cols + extra, against the
+ * reference dequantize of the same codes: every combination of aligned / unaligned code rows and
+ * output rows, with and without a short last slot; the gaps between output rows keep their poison */
+static void deq_stride_case(const bc_format *f, bc_dtype dt, int64_t rows, int64_t cols, int64_t extra) {
+  size_t es = bc_dtype_size(dt), n = (size_t)(rows * cols);
+  void *h = malloc(n * es);
+  fill(h, dt, n, 0);
+  void *d_in = dmalloc(n * es);
+  CK(cudaMemcpy(d_in, h, n * es, cudaMemcpyHostToDevice));
+  side sr, sc;
+  int good = side_alloc(f, rows, cols, BC_ROWWISE, 0, &sr) && side_alloc(f, rows, cols, BC_COLUMNWISE, 0, &sc);
+  float *amax = dmalloc(4);
+  CK(cudaMemset(amax, 0, 4)); /* written by quantize for two-level formats only, copied back for all */
+  bc_tensor x = { d_in, dt, rows, cols, 0 };
+  bc_qtensor q = { f, rows, cols, sr.d_data, sr.d_scale, sc.d_data, sc.d_scale, amax, NULL, 0, 0, 0, 0 };
+  good = good && bc_quantize(ctx, &x, &q, NULL) == BC_OK;
+  if (!good) diag("  %s", bc_last_error(ctx));
+  /* the reference dequantizes the device's codes and scales */
+  float h_amax = 0;
+  if (good) {
+    CK(cudaMemcpy(sr.g_data, sr.d_data, sr.lay.data_bytes, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(sr.g_scale, sr.d_scale, sr.lay.scale_bytes, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(sc.g_data, sc.d_data, sc.lay.data_bytes, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(sc.g_scale, sc.d_scale, sc.lay.scale_bytes, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(&h_amax, amax, 4, cudaMemcpyDeviceToHost));
+  }
+  bc_qtensor hq = { f, rows, cols, sr.g_data, sr.g_scale, sc.g_data, sc.g_scale, &h_amax, NULL, 0, 0, 0, 0 };
+  side *sides[2] = { &sr, &sc };
+  for (int d = 0; good && d < 2; d++) {
+    int64_t dr = sides[d]->lay.data_rows, dc = sides[d]->lay.data_cols, ld = dc + extra;
+    size_t ob = (size_t)(dr * ld) * es, cb = (size_t)(dr * dc) * es;
+    void *dout = dmalloc(ob), *g = malloc(ob), *want = malloc(ob), *ref = malloc(cb);
+    CK(cudaMemset(dout, 0xA5, ob));
+    bc_tensor out = { dout, dt, dr, dc, ld }, rt = { ref, dt, dr, dc, 0 };
+    good &= bc_dequantize(ctx, &q, (bc_direction)(d + 1), &out, NULL) == BC_OK;
+    good &= bc_ref_dequantize(ctx, &hq, (bc_direction)(d + 1), &rt) == BC_OK;
+    if (!good) diag("  %s", bc_last_error(ctx));
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(g, dout, ob, cudaMemcpyDeviceToHost));
+    memset(want, 0xA5, ob);
+    for (int64_t r = 0; r < dr; r++) memcpy((char *)want + (size_t)(r * ld) * es, (char *)ref + (size_t)(r * dc) * es, (size_t)dc * es);
+    good &= first_diff_report(d ? "columnwise strided dequantize" : "rowwise strided dequantize", g, want, ob);
+    cudaFree(dout);
+    free(g); free(want); free(ref);
+  }
+  bc_format_info info;
+  bc_format_get_info(ctx, f, &info);
+  ok(good, "%s %s %lldx%lld: dequantize into rows %lld elements longer == reference, gaps untouched", info.name,
+     bc_dtype_name(dt), (long long)rows, (long long)cols, (long long)extra);
+  side_free(&sr);
+  side_free(&sc);
+  cudaFree(d_in); cudaFree(amax);
+  free(h);
+}
+
 /* stochastic rounding is unbiased: x constant per row, mean of the dequantized values over many
  * elements within 3 sigma of x */
 static void sr_mean_case(const bc_format *f) {
@@ -253,6 +308,9 @@ int main(void) {
   diag("device: %s", gpu_name());
   const int quick = getenv("BC_TEST_QUICK") != NULL;
   if (quick) diag("BC_TEST_QUICK: shapes up to 4096x4096 only for bf16");
+  /* BC_TEST_MAX_ELEMS=N (runs under compute-sanitizer): the format x shape cases up to N elements */
+  const long long max_elems = getenv("BC_TEST_MAX_ELEMS") ? atoll(getenv("BC_TEST_MAX_ELEMS")) : 0;
+  if (max_elems) diag("BC_TEST_MAX_ELEMS: shapes up to %lld elements", max_elems);
   const char *fmts[] = { "fp8_block_1x128", "fp8_block_128x128", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp4", "nvfp4", "nvfp4_2d" };
   const int nf = (int)(sizeof fmts / sizeof *fmts);
   /* shapes: the list; 4-bit formats need even rows (transposed columnwise) and cols */
@@ -271,6 +329,7 @@ int main(void) {
       for (int dt = 0; dt < 3; dt++) {
         if (quick && big && dt != BC_BF16) continue;
         if (quick && r * c > 4096LL * 4096) continue;
+        if (max_elems && r * c > max_elems) continue;
         for (int dirs = 1; dirs <= 3; dirs++) {
           opts o = { 0 };
           o.deq = 1;
@@ -290,6 +349,15 @@ int main(void) {
       o.deq = 1;
       run_case(f, BC_BF16, info.element_bits == 4 ? 126 : 127, info.element_bits == 4 ? 130 : 129, dirs, o, NULL);
       run_case(f, BC_FP32, 256, 512, dirs, o, NULL);
+    }
+    /* strided outputs: aligned codes + unaligned output rows, unaligned codes + aligned output
+     * rows with a short last slot, both unaligned */
+    {
+      int four = info.element_bits == 4;
+      deq_stride_case(f, BC_BF16, 256, 512, 3);
+      deq_stride_case(f, BC_FP32, 256, 512, 1);
+      deq_stride_case(f, BC_BF16, four ? 84 : 81, 84, 4);
+      deq_stride_case(f, BC_FP16, four ? 66 : 65, four ? 70 : 67, 5);
     }
     swizzle_case(f, 300, 520, BC_ROWWISE);
     swizzle_case(f, 300, 520, BC_COLUMNWISE);

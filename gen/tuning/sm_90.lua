@@ -1,11 +1,14 @@
 -- Kernel parameters for sm_90 (H100, H200).
 amax              = { threads = 512, unroll = 4, blocks_per_sm = 4 }
-quantize_row      = { threads = 256, unroll = 4 }
+-- per-tensor row cast and dequantize: 2 vectors per thread at 8 blocks per SM keep as many bytes in
+-- flight as 4 at 4, compile ~15% faster, and dequantize ran 92.5% -> 95.0% of the copy (16384^2;
+-- 2026-11-23, tests/bench/NOTES.md)
+quantize_row      = { threads = 256, unroll = 2, min_blocks = 8 }
 quantize_tile     = { threads = 256, tile_rows = 128, tile_cols = 64, col_vec = 16, min_blocks = 4 }
-dequantize        = { threads = 256, unroll = 4, min_blocks = 4 }
+dequantize        = { threads = 256, unroll = 2, min_blocks = 8 }
 quantize_block    = { threads = 256, tile_rows = 64, tile_cols = 128, min_blocks = 4 }
 -- 2D blocks of 64+ rows (128x128: a 128x128 tile): 3 blocks per SM leave the registers that keep it
 -- from spilling (128x128 rowwise 70.5% -> 90.1% of the copy at 16384^2; nvfp4_2d's 16x16 blocks lost
 -- 3 points with it, so they keep quantize_block; tests/bench/NOTES.md)
 quantize_block_2d = { threads = 256, tile_rows = 64, tile_cols = 128, min_blocks = 3 }
-dequantize_block  = { threads = 256, blocks_per_sm = 8 }
+dequantize_block  = { threads = 256, unroll = 4, min_blocks = 4, blocks_per_sm = 8 }

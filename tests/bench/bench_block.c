@@ -1,7 +1,7 @@
 /* bench_block: block-scaled quantize / dequantize bandwidth on the GPU for every block format,
  * beside a device-to-device copy measured in the same run (tests/bench/bench.h: medians of
  * batches of back-to-back launches). Every format x direction is first validated bit-exact
- * against the CPU reference (data and scales) on a ragged bf16 shape; then timed at 8192x8192,
+ * against the CPU reference (data and scales, and the dequantize of each) on a ragged bf16 shape; then timed at 8192x8192,
  * 8191x8193 (8190x8194 for 4-bit formats, which need even sizes) and 16384x16384 bf16.
  *   bench_block [--format NAME] [--reps N] [--out FILE] [--shapes 1..3] [--size N] [--quantize-only] [--profile]
  * --size N: the one shape NxN instead of the list; --quantize-only: no dequantize variants (tuning
@@ -59,7 +59,8 @@ static void bufs_free(bufs *b) {
   for (int d = 0; d < 2; d++) { if (b->data[d]) cudaFree(b->data[d]); if (b->scale[d]) cudaFree(b->scale[d]); }
 }
 
-/* quantize each direction set on the GPU and on the CPU: data and scales bit-exact */
+/* quantize each direction set on the GPU and on the CPU: data and scales bit-exact; then the
+ * dequantize of each direction against the reference's */
 static int validate(const bc_format *f, int64_t M, int64_t K) {
   size_t n = (size_t)(M * K);
   uint16_t *h = malloc(n * 2);
@@ -96,6 +97,25 @@ static int validate(const bc_format *f, int64_t M, int64_t K) {
       CK(cudaMemcpy(g, b.scale[d], b.l[d].scale_bytes, cudaMemcpyDeviceToHost));
       good &= memcmp(g, rs[d], b.l[d].scale_bytes) == 0;
       free(g);
+    }
+    /* and the dequantize of each direction into bf16 (the variants timed below) */
+    for (int d = 0; d < 2 && good && dirs == 3; d++) {
+      if (!rd[d]) continue;
+      int64_t dr = b.l[d].data_rows, dc = b.l[d].data_cols;
+      size_t ob = (size_t)(dr * dc) * 2;
+      void *dout = dmalloc(ob), *g = malloc(ob), *want = malloc(ob);
+      CK(cudaMemset(dout, 0xA5, ob));
+      bc_tensor out = { dout, BC_BF16, dr, dc, 0 }, hout = { want, BC_BF16, dr, dc, 0 };
+      if (bc_dequantize(ctx, &q, (bc_direction)(d + 1), &out, NULL) != BC_OK ||
+          bc_ref_dequantize(ctx, &hq, (bc_direction)(d + 1), &hout) != BC_OK) {
+        printf("# %s\n", bc_last_error(ctx));
+        good = 0;
+      }
+      CK(cudaMemcpy(g, dout, ob, cudaMemcpyDeviceToHost));
+      good &= memcmp(g, want, ob) == 0;
+      cudaFree(dout);
+      free(g);
+      free(want);
     }
     for (int d = 0; d < 2; d++) { free(rd[d]); free(rs[d]); }
   }
