@@ -216,12 +216,30 @@ static __device__ __forceinline__ void bc_store_codes(u8 *dst, const u32 *w, boo
   }
 }
 
+// Word i (0..3) of a 16-byte piece.
+static __device__ __forceinline__ u32 bc_word_at(uint4 v, int i) { return i & 2 ? (i & 1 ? v.w : v.z) : (i & 1 ? v.y : v.x); }
+
+// Bytes [lo, hi) (0 <= lo < hi <= 16) of the piece v to the 16-byte aligned address p (global or
+// shared memory), as aligned stores of 1, 2, 4 and 8 bytes: at most 7 instead of one per byte.
+static __device__ __forceinline__ void bc_store_part(u8 *p, uint4 v, int lo, int hi) {
+  int at = lo;
+  if ((at & 1) && at < hi) { p[at] = (u8)(bc_word_at(v, at >> 2) >> (8 * (at & 3))); at += 1; }
+  if ((at & 2) && at + 2 <= hi) { *(u16 *)(p + at) = (u16)(bc_word_at(v, at >> 2) >> (8 * (at & 3))); at += 2; }
+  if ((at & 4) && at + 4 <= hi) { *(u32 *)(p + at) = bc_word_at(v, at >> 2); at += 4; }
+  if ((at & 8) && at + 8 <= hi) { *(uint2 *)(p + at) = make_uint2(v.z, v.w); at += 8; }
+  // what is left starts aligned to every step below that still fits
+  if (at + 8 <= hi) { *(uint2 *)(p + at) = make_uint2(v.x, v.y); at += 8; }
+  if (at + 4 <= hi) { *(u32 *)(p + at) = bc_word_at(v, at >> 2); at += 4; }
+  if (at + 2 <= hi) { *(u16 *)(p + at) = (u16)(bc_word_at(v, at >> 2) >> (8 * (at & 3))); at += 2; }
+  if (at < hi) p[at] = (u8)(bc_word_at(v, at >> 2) >> (8 * (at & 3)));
+}
+
 // Output rows staged in shared memory (row j at st + j * stride, NB bytes) to global memory, all
 // threads cooperating, 16-byte pieces with consecutive threads along a row. dst_len(j, &dst, &len)
 // names row j's destination and its valid byte count (len <= 0: nothing). SHIFTED: dst may have any
 // alignment; the row's bytes were staged from offset (dst & 15), so every 16-byte aligned piece of
 // the destination is one aligned 16-byte piece of the staging row, and only the first and last
-// piece of a row are written byte by byte.
+// piece of a row are written in parts (bc_store_part).
 template <int NB, bool SHIFTED, class F>
 static __device__ __forceinline__ void bc_write_rows(const u8 *st, int stride, int nrows, F dst_len) {
   constexpr int nch = NB / 16 + (SHIFTED ? 1 : 0);
@@ -234,28 +252,47 @@ static __device__ __forceinline__ void bc_write_rows(const u8 *st, int stride, i
     const int m = SHIFTED ? (int)((unsigned long long)dst & 15u) : 0;
     const i64 o = 16 * q - m;  // destination offset of this piece
     if (o >= len) continue;
-    const u8 *src = st + j * stride + 16 * q;
-    if (o >= 0 && o + 16 <= len) {
-      bc_store16(dst + o, *(const uint4 *)src);
-    } else {
-#pragma unroll
-      for (int b = 0; b < 16; b++)
-        if (o + b >= 0 && o + b < len) dst[o + b] = src[b];
-    }
+    const uint4 d = *(const uint4 *)(st + j * stride + 16 * q);
+    if (o >= 0 && o + 16 <= len) bc_store16(dst + o, d);
+    else bc_store_part(dst + o, d, o < 0 ? (int)-o : 0, o + 16 <= len ? 16 : (int)(len - o));
   }
 }
 
-// Stage the code words w[0 .. n) of an output row at byte offset `at` of its staging row `st`:
-// word stores when the row is not shifted, else byte stores from the row's shift (dst & 15).
+// Stage the code words w[0 .. N) of an output row at byte offset `at` of its staging row `st`
+// (16-byte aligned): word stores when the row is not shifted, else from the row's shift
+// (dst & 15): the bytes are moved to their place in the 16-byte pieces of the staging row by
+// funnel shifts, pieces wholly this thread's are one 16-byte store, the two it shares with its
+// neighbours' bytes are written in parts (bc_store_part).
 template <int N>
 static __device__ __forceinline__ void bc_stage_words(u8 *st, int at, const u32 *w, bool shifted, const u8 *dst) {
   if (!shifted) {
 #pragma unroll
     for (int i = 0; i < N; i++) ((u32 *)(st + at))[i] = w[i];
-  } else {
-    u8 *p = st + (int)((unsigned long long)dst & 15u) + at;
+    return;
+  }
+  const int pos = (int)((unsigned long long)dst & 15u) + at;
+  u8 *frame = st + (pos & ~15);
+  const int s = pos & 15, W = s >> 2, sh = 8 * (s & 3);
+  constexpr int P = (15 + 4 * N) / 16 + 1;  // pieces the bytes can touch
+  // B[j]: word j - W of w (zero outside); frame word j = funnel(B[j - 1], B[j]) by the byte shift
+  u32 prev = 0u;
 #pragma unroll
-    for (int i = 0; i < 4 * N; i++) p[i] = (u8)(w[i >> 2] >> (8 * (i & 3)));
+  for (int q = 0; q < P; q++) {
+    u32 f[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      const int j = 4 * q + k;
+      const u32 b0 = j < N ? w[j < N ? j : 0] : 0u, b1 = j - 1 >= 0 && j - 1 < N ? w[j - 1 >= 0 && j - 1 < N ? j - 1 : 0] : 0u;
+      const u32 b2 = j - 2 >= 0 && j - 2 < N ? w[j - 2 >= 0 && j - 2 < N ? j - 2 : 0] : 0u;
+      const u32 b3 = j - 3 >= 0 && j - 3 < N ? w[j - 3 >= 0 && j - 3 < N ? j - 3 : 0] : 0u;
+      const u32 b = W & 2 ? (W & 1 ? b3 : b2) : (W & 1 ? b1 : b0);
+      f[k] = __funnelshift_l(prev, b, sh);
+      prev = b;
+    }
+    const int lo = s - 16 * q > 0 ? s - 16 * q : 0, hi = s + 4 * N - 16 * q < 16 ? s + 4 * N - 16 * q : 16;
+    const uint4 v = make_uint4(f[0], f[1], f[2], f[3]);
+    if (lo == 0 && hi == 16) *(uint4 *)(frame + 16 * q) = v;
+    else if (lo < hi) bc_store_part(frame + 16 * q, v, lo, hi);
   }
 }
 
