@@ -5,8 +5,11 @@
 #ifndef BC_BENCH_H
 #define BC_BENCH_H
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "blockcast.h"
 #include "gpu.h"
 
 static int reps = 30;
@@ -70,4 +73,25 @@ static inline void fill_bf16(uint16_t *h, size_t n, uint64_t seed) {
     h[i] = (uint16_t)(((seed >> 40) & 1) << 15 | (unsigned)(127 + e) << 7 | ((seed >> 20) & 0x7F));
   }
 }
+/* Validation of a timed dequantize: direction `dir` of q (device) into a poisoned bf16 [rows, cols]
+ * against the CPU reference of hq (the same codes on the host); 1 when bit-exact. */
+static inline int dequantize_matches(bc_ctx *ctx, const bc_qtensor *q, const bc_qtensor *hq, bc_direction dir, int64_t rows,
+                                     int64_t cols) {
+  size_t ob = (size_t)(rows * cols) * 2;
+  void *dout = dmalloc(ob), *g = malloc(ob), *want = malloc(ob);
+  CK(cudaMemset(dout, 0xA5, ob));
+  bc_tensor out = { dout, BC_BF16, rows, cols, 0 }, hout = { want, BC_BF16, rows, cols, 0 };
+  int good = 1;
+  if (bc_dequantize(ctx, q, dir, &out, NULL) != BC_OK || bc_ref_dequantize(ctx, hq, dir, &hout) != BC_OK) {
+    printf("# %s\n", bc_last_error(ctx));
+    good = 0;
+  }
+  CK(cudaMemcpy(g, dout, ob, cudaMemcpyDeviceToHost));
+  good &= memcmp(g, want, ob) == 0;
+  cudaFree(dout);
+  free(g);
+  free(want);
+  return good;
+}
+
 #endif

@@ -99,24 +99,8 @@ static int validate(const bc_format *f, int64_t M, int64_t K) {
       free(g);
     }
     /* and the dequantize of each direction into bf16 (the variants timed below) */
-    for (int d = 0; d < 2 && good && dirs == 3; d++) {
-      if (!rd[d]) continue;
-      int64_t dr = b.l[d].data_rows, dc = b.l[d].data_cols;
-      size_t ob = (size_t)(dr * dc) * 2;
-      void *dout = dmalloc(ob), *g = malloc(ob), *want = malloc(ob);
-      CK(cudaMemset(dout, 0xA5, ob));
-      bc_tensor out = { dout, BC_BF16, dr, dc, 0 }, hout = { want, BC_BF16, dr, dc, 0 };
-      if (bc_dequantize(ctx, &q, (bc_direction)(d + 1), &out, NULL) != BC_OK ||
-          bc_ref_dequantize(ctx, &hq, (bc_direction)(d + 1), &hout) != BC_OK) {
-        printf("# %s\n", bc_last_error(ctx));
-        good = 0;
-      }
-      CK(cudaMemcpy(g, dout, ob, cudaMemcpyDeviceToHost));
-      good &= memcmp(g, want, ob) == 0;
-      cudaFree(dout);
-      free(g);
-      free(want);
-    }
+    for (int d = 0; d < 2 && good && dirs == 3; d++)
+      if (rd[d]) good &= dequantize_matches(ctx, &q, &hq, (bc_direction)(d + 1), b.l[d].data_rows, b.l[d].data_cols);
     for (int d = 0; d < 2; d++) { free(rd[d]); free(rs[d]); }
   }
   bufs_free(&b);

@@ -58,21 +58,8 @@ static int validate(const bc_format *f, int64_t M, int64_t K, void *d_in, uint16
     good &= memcmp(&gf[2], &rf[2], 8) == 0;
     if (dirs & 1) { CK(cudaMemcpy(g, d_row, n, cudaMemcpyDeviceToHost)); good &= memcmp(g, r_row, n) == 0 && gf[0] == rf[0]; }
     if (dirs & 2) { CK(cudaMemcpy(g, d_col, n, cudaMemcpyDeviceToHost)); good &= memcmp(g, r_col, n) == 0 && gf[1] == rf[1]; }
-    if (dirs == 3 && good) {
-      /* the dequantize variant timed below: rowwise -> bf16 */
-      uint16_t *d_out = dmalloc(n * 2), *g_out = malloc(n * 2), *r_out = malloc(n * 2);
-      CK(cudaMemset(d_out, 0xA5, n * 2));
-      bc_tensor out = { d_out, BC_BF16, M, K, 0 }, hout = { r_out, BC_BF16, M, K, 0 };
-      if (bc_dequantize(ctx, &q, BC_ROWWISE, &out, NULL) != BC_OK || bc_ref_dequantize(ctx, &hq, BC_ROWWISE, &hout) != BC_OK) {
-        printf("# %s\n", bc_last_error(ctx));
-        good = 0;
-      }
-      CK(cudaMemcpy(g_out, d_out, n * 2, cudaMemcpyDeviceToHost));
-      good &= memcmp(g_out, r_out, n * 2) == 0;
-      cudaFree(d_out);
-      free(g_out);
-      free(r_out);
-    }
+    /* the dequantize variant timed below: rowwise -> bf16 */
+    if (dirs == 3 && good) good &= dequantize_matches(ctx, &q, &hq, BC_ROWWISE, M, K);
   }
   cudaFree(d_row); cudaFree(d_col); cudaFree(fl);
   free(g); free(r_row); free(r_col);

@@ -93,7 +93,7 @@ int main(int argc, char **argv) {
     free(bin);
   }
   /* NVRTC's own floor on this host: a trivial kernel through the same options (no cache) */
-  double *flo = malloc(sizeof(double) * 9);
+  double flo[9];
   for (int i = 0; i < 9; i++) {
     static const char triv[] = "extern \"C\" __global__ void bc_trivial(float *p) { p[threadIdx.x] = 1.0f; }\n";
     void *bin;
