@@ -105,7 +105,10 @@ local function plan_block_format(f)
   return ks
 end
 
--- The kernels of one format: name, family, input dtype, direction.
+-- The kernels of one format: name, family, input dtype, direction. Per-tensor formats: the row
+-- cast and the dequantize take whole vectors of aligned rows; their element-wise companions
+-- (__row_elems, __elems: a row's partial last vector, misaligned launches) are separate kernels,
+-- so that a launch compiles them only when it needs them.
 function M.plan_format(f)
   if type(f.block) == "table" then return plan_block_format(f) end
   local n = f.name
@@ -115,8 +118,15 @@ function M.plan_format(f)
     return "quantize_tile.cu", "quantize_tile"
   end)
   for _, dt in ipairs(M.DTYPES) do
+    if f.rowwise then
+      ks[#ks + 1] = { name = string.format("bc_quantize_%s__%s__row_elems", n, dt), family = "quantize", dtype = dt,
+                      dir = "row", rowwise = true, columnwise = false, format = f, template = "quantize_elems.cu",
+                      tuning = "quantize_row" }
+    end
     ks[#ks + 1] = { name = string.format("bc_dequantize_%s__%s", n, dt), family = "dequantize", dtype = dt,
                     format = f, template = "dequantize.cu", tuning = "dequantize" }
+    ks[#ks + 1] = { name = string.format("bc_dequantize_%s__%s__elems", n, dt), family = "dequantize", dtype = dt,
+                    format = f, template = "dequantize_elems.cu", tuning = "dequantize" }
   end
   ks[#ks + 1] = { name = string.format("bc_scale_%s", n), family = "scale", format = f, template = "scale.cu",
                   tuning = "dequantize" }

@@ -136,11 +136,12 @@ BCI_HIDDEN void bci_cache_foreach(const char *dir, void (*fn)(const char *path, 
 BCI_HIDDEN uint64_t bci_cache_cap(void);
 
 /* ---- NVRTC (bc_jit.c) ---- */
-#define BCI_NVRTC_NOPTS 5
+#define BCI_NVRTC_NOPTS 8
 /* The NVRTC target for a device arch: the arch itself when NVRTC knows it, else PTX
  * (compute_XX) for the newest arch NVRTC knows. */
 BCI_HIDDEN bc_status bci_jit_target(bc_ctx *ctx, const char *device_arch, char target[24]);
-BCI_HIDDEN void bci_nvrtc_options(const char *target, char archopt[64], const char *opts[BCI_NVRTC_NOPTS]);
+/* NVRTC loaded: the options of every compile and cache key (how many; at most BCI_NVRTC_NOPTS) */
+BCI_HIDDEN int bci_nvrtc_options(const char *target, char archopt[64], const char *opts[BCI_NVRTC_NOPTS]);
 BCI_HIDDEN const char *bci_fast_compile_option(void);
 /* "nvrtc 13.0 archs sm_75 ... sm_120" */
 BCI_HIDDEN bc_status bci_nvrtc_fingerprint(bc_ctx *ctx, char *out, size_t n);

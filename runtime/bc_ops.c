@@ -109,6 +109,13 @@ bc_status bc_qtensor_layout(bc_ctx *ctx, const bc_format *fmt, int64_t rows, int
 
 static unsigned umin64(int64_t a, int64_t b) { return (unsigned)(a < b ? a : b); }
 
+/* Blocks along x for an element-wise kernel over `width` columns of each row (grid-stride past
+ * 2^20 blocks). */
+static unsigned elems_grid_x(const bci_kernel *k, int64_t width) {
+  int64_t t = k->launch.threads;
+  return umin64((width + t - 1) / t, (int64_t)1 << 20);
+}
+
 static bc_status get_kernel(bc_ctx *ctx, const bci_kernel **k, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static bc_status get_kernel(bc_ctx *ctx, const bci_kernel **k, const char *fmt, ...) {
   char name[128];
@@ -189,19 +196,29 @@ static bc_status cast_launch(bc_ctx *ctx, const bc_tensor *x, int64_t ld, bc_qte
   const float *scale = q->scale;
   void *in = x->data;
   if (q->rowwise_data && !q->columnwise_data) {
-    s = get_kernel(ctx, &k, "bc_quantize_%s__%s__row", f->name, dt);
-    if (s != BC_OK) return s;
-    const bci_launch *L = &k->launch;
+    /* whole 16-byte vectors of aligned rows: the row cast; the rest (a row's partial last vector,
+     * or all of a misaligned launch): its element-wise companion, compiled only when needed */
     if (ld == cols) { cols *= rows; rows = 1; ld = cols; }
-    int vec_ok = aligned(in, 16) && aligned(q->rowwise_data, (size_t)L->vec) &&
-                 (rows == 1 || (ld % L->vec == 0 && cols % L->vec == 0));
-    int64_t slots = (cols + L->vec - 1) / L->vec;
-    int64_t per_block = (int64_t)L->threads * L->unroll;
-    int64_t gx = (slots + per_block - 1) / per_block;
-    if (gx > 0x7FFFFFFF) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "bc_quantize: a row of %lld elements is too long for one launch", (long long)cols);
     void *out = q->rowwise_data, *si = q->rowwise_scale_inv;
-    void *params[] = { &in, &rows, &cols, &ld, &scale, &out, &si, &vec_ok };
-    return bci_kernel_launch(ctx, k, (unsigned)gx, umin64(rows, 65535), 1, (unsigned)L->threads, stream, params);
+    const int64_t vec = 16 / (int64_t)bc_dtype_size(x->dtype);
+    int vec_ok = aligned(in, 16) && aligned(out, (size_t)vec) && (rows == 1 || (ld % vec == 0 && cols % vec == 0));
+    int64_t full = vec_ok ? cols / vec : 0, c0 = full * vec;
+    if (full > 0) {
+      s = get_kernel(ctx, &k, "bc_quantize_%s__%s__row", f->name, dt);
+      if (s != BC_OK) return s;
+      const bci_launch *L = &k->launch;
+      int64_t per_block = (int64_t)L->threads * L->unroll;
+      int64_t gx = (full + per_block - 1) / per_block;
+      if (gx > 0x7FFFFFFF) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "bc_quantize: a row of %lld elements is too long for one launch", (long long)cols);
+      void *params[] = { &in, &rows, &cols, &ld, &scale, &out, &si };
+      s = bci_kernel_launch(ctx, k, (unsigned)gx, umin64(rows, 65535), 1, (unsigned)L->threads, stream, params);
+      if (s != BC_OK || c0 == cols) return s;
+      si = NULL; /* written by the row cast */
+    }
+    s = get_kernel(ctx, &k, "bc_quantize_%s__%s__row_elems", f->name, dt);
+    if (s != BC_OK) return s;
+    void *params[] = { &in, &rows, &cols, &ld, &c0, &scale, &out, &si };
+    return bci_kernel_launch(ctx, k, elems_grid_x(k, cols - c0), umin64(rows, 65535), 1, (unsigned)k->launch.threads, stream, params);
   }
   s = get_kernel(ctx, &k, "bc_quantize_%s__%s__%s", f->name, dt, q->rowwise_data ? "rowcol" : "col");
   if (s != BC_OK) return s;
@@ -436,17 +453,27 @@ bc_status bc_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction dir, cons
   if (out->rows != rows || out->cols != cols)
     return bci_fail(ctx, BC_ERR_ARG, "bc_dequantize: out has shape [%lld, %lld]; the %s data of q is [%lld, %lld]",
                     (long long)out->rows, (long long)out->cols, dn, (long long)rows, (long long)cols);
-  const bci_kernel *k;
-  s = get_kernel(ctx, &k, "bc_dequantize_%s__%s", q->format->name, bc_dtype_name(out->dtype));
-  if (s != BC_OK) return s;
-  const bci_launch *L = &k->launch;
+  /* whole slots of 8 codes of aligned rows: the vector kernel; the rest (a row's partial last
+   * slot, or all of a misaligned launch): its element-wise companion, compiled only when needed */
   if (ld == cols) { cols *= rows; rows = 1; ld = cols; }
-  int vec_ok = aligned(data, 8) && aligned(out->data, 16) && (rows == 1 || (ld % 8 == 0 && cols % 8 == 0));
-  int64_t slots = (cols + 7) / 8;
-  int64_t per_block = (int64_t)L->threads * L->unroll;
-  int64_t gx = (slots + per_block - 1) / per_block;
-  if (gx > 0x7FFFFFFF) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "bc_dequantize: a row of %lld elements is too long for one launch", (long long)cols);
+  const bci_kernel *k;
+  const char *fn = q->format->name, *dt = bc_dtype_name(out->dtype);
   void *o = out->data;
-  void *params[] = { &data, &rows, &cols, &ld, &si, &o, &vec_ok };
-  return bci_kernel_launch(ctx, k, (unsigned)gx, umin64(rows, 65535), 1, (unsigned)L->threads, stream, params);
+  int vec_ok = aligned(data, 8) && aligned(o, 16) && (rows == 1 || (ld % 8 == 0 && cols % 8 == 0));
+  int64_t full = vec_ok ? cols / 8 : 0, c0 = full * 8;
+  if (full > 0) {
+    s = get_kernel(ctx, &k, "bc_dequantize_%s__%s", fn, dt);
+    if (s != BC_OK) return s;
+    const bci_launch *L = &k->launch;
+    int64_t per_block = (int64_t)L->threads * L->unroll;
+    int64_t gx = (full + per_block - 1) / per_block;
+    if (gx > 0x7FFFFFFF) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "bc_dequantize: a row of %lld elements is too long for one launch", (long long)cols);
+    void *params[] = { &data, &rows, &cols, &ld, &si, &o };
+    s = bci_kernel_launch(ctx, k, (unsigned)gx, umin64(rows, 65535), 1, (unsigned)L->threads, stream, params);
+    if (s != BC_OK || c0 == cols) return s;
+  }
+  s = get_kernel(ctx, &k, "bc_dequantize_%s__%s__elems", fn, dt);
+  if (s != BC_OK) return s;
+  void *params[] = { &data, &rows, &cols, &ld, &c0, &si, &o };
+  return bci_kernel_launch(ctx, k, elems_grid_x(k, cols - c0), umin64(rows, 65535), 1, (unsigned)k->launch.threads, stream, params);
 }

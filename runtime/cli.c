@@ -324,8 +324,8 @@ static int cmd_aot(bc_ctx *ctx, int argc, char **argv) {
       /* the same key as the disk cache: source, sorted options, compiler fingerprint */
       char archopt[64];
       const char *opts[BCI_NVRTC_NOPTS];
-      bci_nvrtc_options(j->arch, archopt, opts);
-      bci_cache_key(j->src, j->len, opts, BCI_NVRTC_NOPTS, fp, j->key);
+      int nopts = bci_nvrtc_options(j->arch, archopt, opts);
+      bci_cache_key(j->src, j->len, opts, nopts, fp, j->key);
     }
     free(ns.v); /* names now owned by jobs */
   }

@@ -1,15 +1,15 @@
 // templates/dequantize.cu: per-tensor dequantize, out[r, c] = dtype(decode(q[r, c]) * scale_inv)
 // q: [rows, cols] codes, contiguous; out: [rows, cols] with row stride ld. NaN codes give the
 // canonical NaN of the output dtype. The host flattens contiguous outputs to one row. Each thread
-// converts BC_UNROLL slots of 8 codes, BC_THREADS apart, loads first; the slots the vector path
-// cannot take (a short last slot, or every slot when vec_ok is 0) go element by element in a
-// rolled loop after it, through the same pair decode (a small kernel compiles faster).
+// converts BC_UNROLL whole slots of 8 codes, BC_THREADS apart, loads first. The host launches this
+// kernel only where the pointers and the stride are aligned; a row's partial last slot, and every
+// element of a misaligned launch, go to dequantize_elems.cu (its own kernel, compiled on demand).
 
 extern "C" __global__ void __launch_bounds__(BC_THREADS, BC_MIN_BLOCKS)
 ${KERNEL}(const u8 *__restrict__ q, i64 rows, i64 cols, i64 ld, const float *__restrict__ scale_inv_ptr,
-          BC_DTYPE_T *__restrict__ out, int vec_ok) {
+          BC_DTYPE_T *__restrict__ out) {
   const float si = *scale_inv_ptr;
-  const i64 slots = (cols + 7) / 8, full = vec_ok ? cols / 8 : 0;
+  const i64 full = cols / 8;
   for (i64 r = blockIdx.y; r < rows; r += gridDim.y) {
     const u8 *src = q + r * cols;
     BC_DTYPE_T *dst = out + r * ld;
@@ -43,18 +43,6 @@ ${KERNEL}(const u8 *__restrict__ q, i64 rows, i64 cols, i64 ld, const float *__r
       for (int j = 0; j < 4; j++) h[j] = bc_pack2_hp(f[2 * j], f[2 * j + 1]);
       *(uint4 *)(dst + c0) = make_uint4(h[0], h[1], h[2], h[3]);
 #endif
-    }
-#pragma unroll 1
-    for (int u = 0; u < BC_UNROLL; u++) {
-      i64 s = base + (i64)u * BC_THREADS;
-      if (s < full) continue;
-      if (s >= slots) break;
-#pragma unroll 1
-      for (i64 c = s * 8; c < cols && c < s * 8 + 8; c++) {
-        float a, unused;
-        bc_decode2(src[c], &a, &unused);
-        bc_store_hp(dst, c, __fmul_rn(a, si));
-      }
     }
   }
 }

@@ -41,8 +41,8 @@ int main(void) {
       if (bc_kernel_source(ctx, l.v[i], archs[a], &src, &sl) == BC_OK) {
         char archopt[64], key[65];
         const char *opts[BCI_NVRTC_NOPTS];
-        bci_nvrtc_options(archs[a], archopt, opts);
-        bci_cache_key(src, sl, opts, BCI_NVRTC_NOPTS, fp, key);
+        int nopts = bci_nvrtc_options(archs[a], archopt, opts);
+        bci_cache_key(src, sl, opts, nopts, fp, key);
         same_key += strcmp(key, e->key) == 0;
         free(src);
       }

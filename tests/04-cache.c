@@ -49,8 +49,8 @@ static void entry_of(bc_ctx *ctx, const char *kernel, char *path, size_t n) {
   char *src;
   size_t sl;
   bc_kernel_source(ctx, kernel, "sm_90", &src, &sl);
-  bci_nvrtc_options("sm_90", archopt, opts);
-  bci_cache_key(src, sl, opts, BCI_NVRTC_NOPTS, fp, key);
+  int nopts = bci_nvrtc_options("sm_90", archopt, opts);
+  bci_cache_key(src, sl, opts, nopts, fp, key);
   free(src);
   snprintf(path, n, "%s/%.2s/%s.bck", cache, key, key);
 }

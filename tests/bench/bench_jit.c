@@ -4,7 +4,7 @@
  *   AOT lookup     finding a kernel in the embedded AOT set; and a first get from it incl. load
  *   map lookup     a kernel already loaded in the context
  * and the NVRTC calls of a run that only uses AOT kernels (must be 0).
- *   bench_jit [--out FILE]      (uses a fresh cache directory under /tmp) */
+ *   bench_jit [--passes N] [--out FILE]   (uses a fresh cache directory under /tmp; 3 passes) */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -47,9 +47,11 @@ static void write_spec(const char *dir, const char *name, const char *elem, char
 
 int main(int argc, char **argv) {
   const char *out = NULL;
+  int passes = 3;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
-    else { fprintf(stderr, "usage: bench_jit [--out FILE]\n"); return 2; }
+    else if (!strcmp(argv[i], "--passes") && i + 1 < argc && atoi(argv[i + 1]) > 0) passes = atoi(argv[++i]);
+    else { fprintf(stderr, "usage: bench_jit [--passes N] [--out FILE]\n"); return 2; }
   }
   char dir[] = "/tmp/bc-bench-jit-XXXXXX";
   if (!mkdtemp(dir)) return 1;
@@ -71,53 +73,88 @@ int main(int argc, char **argv) {
   bci_jit_target(ctx, arch, target);
   char fp[512];
   bci_nvrtc_fingerprint(ctx, fp, sizeof fp);
-  EMIT("arch %s, NVRTC target %s, %s, %s%s%s\n\n", arch, target, fp, bci_fast_compile_option(),
-       getenv("BLOCKCAST_TUNING") ? ", tuning override " : "", getenv("BLOCKCAST_TUNING") ? getenv("BLOCKCAST_TUNING") : "");
+  char archopt[64], optstr[256] = "";
+  const char *opts[BCI_NVRTC_NOPTS];
+  int nopts = bci_nvrtc_options(target, archopt, opts);
+  for (int i = 0; i < nopts; i++) {
+    size_t n = strlen(optstr);
+    snprintf(optstr + n, sizeof optstr - n, "%s%s", i ? " " : "", opts[i]);
+  }
+  EMIT("arch %s, NVRTC target %s, %s; options: %s%s%s\n\n", arch, target, fp, optstr,
+       getenv("BLOCKCAST_TUNING") ? "; tuning override " : "", getenv("BLOCKCAST_TUNING") ? getenv("BLOCKCAST_TUNING") : "");
 
-  /* ---- cold compile: every kernel of two formats ---- */
+  /* ---- cold compile: every kernel of two formats, `passes` times (no cache in between); per
+   * kernel the median over the passes, so that the host's noise (it differs from run to run)
+   * moves the numbers less. NVRTC's floor on this host: a one-line kernel through the same
+   * options, three times per pass. ---- */
   list l = { 0 };
   bc_kernel_names(ctx, target, "fp8_e4m3_tensor", add, &l);
   bc_kernel_names(ctx, target, "fp8_e5m2_tensor", add, &l);
-  double *cold = malloc(sizeof(double) * (size_t)l.n), *gen = malloc(sizeof(double) * (size_t)l.n);
-  for (int i = 0; i < l.n; i++) {
-    char *src;
-    double t0 = now_ms();
-    bc_kernel_source(ctx, l.v[i], target, &src, NULL);
-    gen[i] = now_ms() - t0;
-    free(src);
-    void *bin;
-    size_t n;
-    t0 = now_ms();
-    if (bc_kernel_compile(ctx, l.v[i], target, &bin, &n) != BC_OK) { printf("%s\n", bc_last_error(ctx)); return 1; }
-    cold[i] = now_ms() - t0;
-    free(bin);
+  double *cold = malloc(sizeof(double) * (size_t)l.n * (size_t)passes), *gen = malloc(sizeof(double) * (size_t)l.n);
+  double *flo = malloc(sizeof(double) * 3 * (size_t)passes);
+  int nflo = 0;
+  for (int p = 0; p < passes; p++) {
+    for (int i = 0; i <= l.n; i++) {
+      if (i == 0 || i == l.n / 2 || i == l.n) { /* the floor: at the start, middle and end of the pass */
+        static const char triv[] = "extern \"C\" __global__ void bc_trivial(float *p) { p[threadIdx.x] = 1.0f; }\n";
+        void *bin;
+        size_t n;
+        double t0 = now_ms();
+        pthread_mutex_lock(&ctx->lock);
+        bc_status s = bci_nvrtc_compile(ctx, "bc_trivial", triv, target, &bin, &n);
+        pthread_mutex_unlock(&ctx->lock);
+        flo[nflo++] = now_ms() - t0;
+        if (s != BC_OK) { printf("%s\n", bc_last_error(ctx)); return 1; }
+        free(bin);
+      }
+      if (i == l.n) break;
+      char *src;
+      double t0 = now_ms();
+      bc_kernel_source(ctx, l.v[i], target, &src, NULL);
+      if (p == 0) gen[i] = now_ms() - t0;
+      free(src);
+      void *bin;
+      size_t n;
+      t0 = now_ms();
+      if (bc_kernel_compile(ctx, l.v[i], target, &bin, &n) != BC_OK) { printf("%s\n", bc_last_error(ctx)); return 1; }
+      cold[(size_t)i * passes + p] = now_ms() - t0;
+      free(bin);
+    }
   }
-  /* NVRTC's own floor on this host: a trivial kernel through the same options (no cache) */
-  double flo[9];
-  for (int i = 0; i < 9; i++) {
-    static const char triv[] = "extern \"C\" __global__ void bc_trivial(float *p) { p[threadIdx.x] = 1.0f; }\n";
-    void *bin;
-    size_t n;
-    double t0 = now_ms();
-    pthread_mutex_lock(&ctx->lock);
-    bc_status s = bci_nvrtc_compile(ctx, "bc_trivial", triv, target, &bin, &n);
-    pthread_mutex_unlock(&ctx->lock);
-    flo[i] = now_ms() - t0;
-    if (s != BC_OK) { printf("%s\n", bc_last_error(ctx)); return 1; }
-    free(bin);
-  }
-  if (getenv("BC_BENCH_PER_KERNEL"))
-    for (int i = 0; i < l.n; i++) EMIT("#   %-52s %6.1f ms\n", l.v[i], cold[i]);
+  double *km = malloc(sizeof(double) * (size_t)l.n), *va = malloc(sizeof(double) * (size_t)l.n);
+  int na = 0;
   double med, lo, hi;
-  stats(cold, l.n, &med, &lo, &hi);
+  for (int i = 0; i < l.n; i++) {
+    double *v = &cold[(size_t)i * passes];
+    if (getenv("BC_BENCH_PER_KERNEL")) {
+      char ps[256] = "";
+      for (int p = 0; p < passes; p++) {
+        size_t m = strlen(ps);
+        snprintf(ps + m, sizeof ps - m, " %6.1f", v[p]);
+      }
+      EMIT("#   %-52s passes%s ms\n", l.v[i], ps);
+    }
+    stats(v, passes, &med, &lo, &hi);
+    km[i] = med;
+    /* the kernels an aligned launch needs (the element-wise companions, __elems / __row_elems,
+     * are compiled only for ragged or misaligned launches) */
+    if (!strstr(l.v[i], "elems")) va[na++] = med;
+  }
+  EMIT("\n%d passes; per kernel the median of its passes\n\n", passes);
+  stats(km, l.n, &med, &lo, &hi);
   EMIT("| measure | median | min | max | n | target |\n|---|---|---|---|---|---|\n");
   EMIT("| cold compile per kernel (generate + NVRTC + cache write), ms | %.1f | %.1f | %.1f | %d | <= 50 ms |\n", med, lo, hi, l.n);
   double cold_med = med;
+  stats(va, na, &med, &lo, &hi);
+  EMIT("| of those: the kernels of aligned launches (no element-wise companions), ms | %.1f | %.1f | %.1f | %d | |\n", med, lo, hi, na);
   stats(gen, l.n, &med, &lo, &hi);
   EMIT("| of which: generate the source (Lua), ms | %.2f | %.2f | %.2f | %d | |\n", med, lo, hi, l.n);
-  stats(flo, 9, &med, &lo, &hi);
-  EMIT("| NVRTC floor: a one-line kernel, same options, ms | %.1f | %.1f | %.1f | 9 | |\n", med, lo, hi);
+  stats(flo, nflo, &med, &lo, &hi);
+  EMIT("| NVRTC floor: a one-line kernel, same options, ms | %.1f | %.1f | %.1f | %d | |\n", med, lo, hi, nflo);
   EMIT("| cold compile median / NVRTC floor | %.2f | | | | |\n", cold_med / med);
+  free(km);
+  free(va);
+  free(flo);
 
   if (gpu) {
     /* ---- disk-cache hit including load: run-time copies of the formats (not in the AOT set) ---- */
