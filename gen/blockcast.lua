@@ -85,7 +85,7 @@ local function plan_quantize(f, ks, template_of)
 end
 
 -- The kernels of a block-scaled format: quantize (row, col, rowcol) x dtype from one template
--- (quantize_block.cu), dequantize x dtype x direction (dequantize_block.cu), the scale swizzle.
+-- (quantize_block.cu), dequantize x dtype x direction (dequantize_block.cu; by row and flat), the scale swizzle.
 local function plan_block_format(f)
   local n = f.name
   local ks = {}
@@ -93,8 +93,12 @@ local function plan_block_format(f)
   for _, dt in ipairs(M.DTYPES) do
     for _, dir in ipairs({ "row", "col" }) do
       if f[dir == "row" and "rowwise" or "columnwise"] then
-        ks[#ks + 1] = { name = string.format("bc_dequantize_%s__%s__%s", n, dt, dir), family = "dequantize", dtype = dt,
-                        dir = dir, format = f, template = "dequantize_block.cu", tuning = "dequantize_block" }
+        -- and its companion that cuts a contiguous tensor into slots flat (rows not aligned)
+        for _, flat in ipairs({ false, true }) do
+          ks[#ks + 1] = { name = string.format("bc_dequantize_%s__%s__%s%s", n, dt, dir, flat and "_flat" or ""),
+                          family = "dequantize", dtype = dt, dir = dir, flat = flat, format = f,
+                          template = "dequantize_block.cu", tuning = "dequantize_block" }
+        end
       end
     end
   end
@@ -505,6 +509,7 @@ function M.generate(name, arch)
     if k.family == "dequantize" then
       local row = k.dir == "row"
       d("BC_DEQ_ROWWISE", row and "1" or "0")
+      d("BC_DQ_FLAT", k.flat and "1" or "0")
       -- the view's block: rowwise (rows, cols); columnwise 1D (1, cols), 2D (cols, rows)
       d("BC_VBR", render.cint(row and b.rows or (b.rows > 1 and b.cols or 1)))
       d("BC_VBC", render.cint(row and b.cols or (b.rows > 1 and b.rows or b.cols)))

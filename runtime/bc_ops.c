@@ -365,22 +365,28 @@ static bc_status block_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction
   if (f->rule == BCI_RULE_TWO_LEVEL && (!q->amax || !aligned(q->amax, 4)))
     return bci_fail(ctx, BC_ERR_ARG, "bc_dequantize: q->amax is %s; format '%s' needs the global amax (device fp32[1])",
                     q->amax ? "misaligned" : "NULL", f->name);
-  const bci_kernel *k;
-  s = get_kernel(ctx, &k, "bc_dequantize_%s__%s__%s", f->name, bc_dtype_name(out->dtype), dir == BC_ROWWISE ? "row" : "col");
-  if (s != BC_OK) return s;
-  const bci_launch *L = &k->launch;
   const void *data = dir == BC_ROWWISE ? q->rowwise_data : q->columnwise_data;
   const void *scale = dir == BC_ROWWISE ? q->rowwise_scale_inv : q->columnwise_scale_inv;
   /* templates/dequantize_block.cu: slots of 8 elements, L->unroll slots per thread along a row;
-   * vector loads of a slot's codes and 16-byte stores where the rows are aligned for them */
+   * vector loads of a slot's codes and 16-byte stores where the rows are aligned for them. A
+   * contiguous output whose rows are not aligned is cut into slots flat (over the whole tensor),
+   * which are all aligned (the __flat kernel, one 1D grid over the tensor's slots) */
   int64_t slot_bytes = 8 * f->elem.bits / 8;
   int64_t drows = g.drows, dcols = g.dcols;
   int q_vec = aligned(data, (size_t)slot_bytes) && (dcols * f->elem.bits / 8) % slot_bytes == 0;
   int out_vec = aligned(out->data, 16) && ((size_t)ld * bc_dtype_size(out->dtype)) % 16 == 0;
+  int flat = (!q_vec || !out_vec) && ld == dcols && aligned(data, (size_t)slot_bytes) && aligned(out->data, 16);
+  const bci_kernel *k;
+  s = get_kernel(ctx, &k, "bc_dequantize_%s__%s__%s%s", f->name, bc_dtype_name(out->dtype), dir == BC_ROWWISE ? "row" : "col",
+                 flat ? "_flat" : "");
+  if (s != BC_OK) return s;
+  const bci_launch *L = &k->launch;
   int64_t per_block = (int64_t)L->threads * L->unroll;
-  int64_t gxx = ((dcols + 7) / 8 + per_block - 1) / per_block;
-  if (gxx > 0x7FFFFFFF) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "bc_dequantize: a row of %lld elements is too long for one launch", (long long)dcols);
-  unsigned gx = (unsigned)gxx, gy = umin64(drows, 65535);
+  int64_t gxx = ((flat ? (drows * dcols + 7) / 8 : (dcols + 7) / 8) + per_block - 1) / per_block;
+  if (gxx > 0x7FFFFFFF)
+    return bci_fail(ctx, BC_ERR_UNSUPPORTED, "bc_dequantize: [%lld, %lld] needs %lld blocks, more than one launch holds (2^31 - 1)",
+                    (long long)drows, (long long)dcols, (long long)gxx);
+  unsigned gx = (unsigned)gxx, gy = flat ? 1 : umin64(drows, 65535);
   void *o = out->data;
   const float *gamax = q->amax;
   void *params[] = { &data, &drows, &dcols, &scale, &g.sl, &gamax, &o, &ld, &q_vec, &out_vec };

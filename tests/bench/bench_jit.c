@@ -7,6 +7,7 @@
  *   bench_jit [--passes N] [--out FILE]   (uses a fresh cache directory under /tmp; 3 passes) */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -94,6 +95,11 @@ int main(int argc, char **argv) {
   double *flo = malloc(sizeof(double) * 3 * (size_t)passes);
   int nflo = 0;
   for (int p = 0; p < passes; p++) {
+    /* each pass into an empty cache of its own: every compile is a miss */
+    char pdir[64];
+    snprintf(pdir, sizeof pdir, "%s/pass%d", dir, p);
+    mkdir(pdir, 0700);
+    setenv("BLOCKCAST_CACHE_DIR", pdir, 1);
     for (int i = 0; i <= l.n; i++) {
       if (i == 0 || i == l.n / 2 || i == l.n) { /* the floor: at the start, middle and end of the pass */
         static const char triv[] = "extern \"C\" __global__ void bc_trivial(float *p) { p[threadIdx.x] = 1.0f; }\n";
@@ -121,6 +127,7 @@ int main(int argc, char **argv) {
       free(bin);
     }
   }
+  setenv("BLOCKCAST_CACHE_DIR", dir, 1);
   double *km = malloc(sizeof(double) * (size_t)l.n), *va = malloc(sizeof(double) * (size_t)l.n);
   int na = 0;
   double med, lo, hi;
