@@ -53,6 +53,8 @@ local function plan_common()
                    tuning = "amax", min_sm = e.hw_cvt and e.hw_cvt.min_sm or nil })
     end
   end
+  -- and the exact reciprocal (bc_rcp_rn) against __frcp_rn
+  add_kernel({ name = "bc_selftest_rcp", family = "selftest_rcp", template = "selftest_rcp.cu", tuning = "amax" })
 end
 
 function M.load_elements(file, text)

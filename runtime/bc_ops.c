@@ -116,6 +116,9 @@ static unsigned elems_grid_x(const bci_kernel *k, int64_t width) {
   return umin64((width + t - 1) / t, (int64_t)1 << 20);
 }
 
+/* Blocks along z of a kernel that takes one row per (y, z) block (gridDim.y = min(rows, 65535)). */
+static unsigned rows_z(int64_t rows) { return (unsigned)((rows + 65534) / 65535); }
+
 static bc_status get_kernel(bc_ctx *ctx, const bci_kernel **k, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static bc_status get_kernel(bc_ctx *ctx, const bci_kernel **k, const char *fmt, ...) {
   char name[128];
@@ -210,8 +213,9 @@ static bc_status cast_launch(bc_ctx *ctx, const bc_tensor *x, int64_t ld, bc_qte
       int64_t per_block = (int64_t)L->threads * L->unroll;
       int64_t gx = (full + per_block - 1) / per_block;
       if (gx > 0x7FFFFFFF) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "bc_quantize: a row of %lld elements is too long for one launch", (long long)cols);
+      if (rows > 65535LL * 65535) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "bc_quantize: %lld rows are more than one launch holds (65535^2)", (long long)rows);
       void *params[] = { &in, &rows, &cols, &ld, &scale, &out, &si };
-      s = bci_kernel_launch(ctx, k, (unsigned)gx, umin64(rows, 65535), 1, (unsigned)L->threads, stream, params);
+      s = bci_kernel_launch(ctx, k, (unsigned)gx, umin64(rows, 65535), rows_z(rows), (unsigned)L->threads, stream, params);
       if (s != BC_OK || c0 == cols) return s;
       si = NULL; /* written by the row cast */
     }
@@ -474,8 +478,9 @@ bc_status bc_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction dir, cons
     int64_t per_block = (int64_t)L->threads * L->unroll;
     int64_t gx = (full + per_block - 1) / per_block;
     if (gx > 0x7FFFFFFF) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "bc_dequantize: a row of %lld elements is too long for one launch", (long long)cols);
+    if (rows > 65535LL * 65535) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "bc_dequantize: %lld rows are more than one launch holds (65535^2)", (long long)rows);
     void *params[] = { &data, &rows, &cols, &ld, &si, &o };
-    s = bci_kernel_launch(ctx, k, (unsigned)gx, umin64(rows, 65535), 1, (unsigned)L->threads, stream, params);
+    s = bci_kernel_launch(ctx, k, (unsigned)gx, umin64(rows, 65535), rows_z(rows), (unsigned)L->threads, stream, params);
     if (s != BC_OK || c0 == cols) return s;
   }
   s = get_kernel(ctx, &k, "bc_dequantize_%s__%s__elems", fn, dt);

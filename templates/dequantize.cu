@@ -10,7 +10,9 @@ ${KERNEL}(const u8 *__restrict__ q, i64 rows, i64 cols, i64 ld, const float *__r
           BC_DTYPE_T *__restrict__ out) {
   const float si = *scale_inv_ptr;
   const i64 full = cols / 8;
-  for (i64 r = blockIdx.y; r < rows; r += gridDim.y) {
+  // one row per (y, z) block: no row loop (it cost ~4 ms of every cold compile; tests/bench/NOTES.md)
+  const i64 r = blockIdx.y + (i64)blockIdx.z * gridDim.y;
+  if (r < rows) {
     const u8 *src = q + r * cols;
     BC_DTYPE_T *dst = out + r * ld;
     const i64 base = (i64)blockIdx.x * BC_UNROLL * BC_THREADS + threadIdx.x;

@@ -9,7 +9,7 @@ extern "C" __global__ void __launch_bounds__(BC_THREADS)
 ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, i64 c0, const float *__restrict__ scale_ptr,
           u8 *__restrict__ out, float *__restrict__ scale_inv_out) {
   const float scale = *scale_ptr;
-  if (scale_inv_out && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *scale_inv_out = __frcp_rn(scale);
+  if (scale_inv_out && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *scale_inv_out = bc_rcp_rn(scale);
   for (i64 r = blockIdx.y; r < rows; r += gridDim.y)
 #pragma unroll 1
     for (i64 c = c0 + (i64)blockIdx.x * BC_THREADS + threadIdx.x; c < cols; c += (i64)gridDim.x * BC_THREADS)

@@ -10,9 +10,11 @@ extern "C" __global__ void __launch_bounds__(BC_THREADS, BC_MIN_BLOCKS)
 ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const float *__restrict__ scale_ptr,
           u8 *__restrict__ out, float *__restrict__ scale_inv_out) {
   const float scale = *scale_ptr;
-  if (scale_inv_out && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *scale_inv_out = __frcp_rn(scale);
+  if (scale_inv_out && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *scale_inv_out = bc_rcp_rn(scale);
   const i64 full = cols / BC_VEC;
-  for (i64 r = blockIdx.y; r < rows; r += gridDim.y) {
+  // one row per (y, z) block: no row loop (it cost ~4 ms of every cold compile; tests/bench/NOTES.md)
+  const i64 r = blockIdx.y + (i64)blockIdx.z * gridDim.y;
+  if (r < rows) {
     const BC_DTYPE_T *src = in + r * ld;
     u8 *dst = out + r * cols;
     const i64 base = (i64)blockIdx.x * BC_UNROLL * BC_THREADS + threadIdx.x;

@@ -45,7 +45,7 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
   __shared__ __align__(16) u8 codes[BC_TILE_COLS][BC_TILE_ROWS];
   const float scale = *scale_ptr;
   if (blockIdx.x == 0 && threadIdx.x == 0) {
-    float si = __frcp_rn(scale);
+    float si = bc_rcp_rn(scale);
     if (row_scale_inv) *row_scale_inv = si;
     if (col_scale_inv) *col_scale_inv = si;
   }

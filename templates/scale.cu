@@ -7,5 +7,5 @@ ${KERNEL}(const float *__restrict__ amax_ptr, float *__restrict__ scale_out, flo
   if (threadIdx.x != 0 || blockIdx.x != 0) return;
   const float scale = bc_scale_from_amax(*amax_ptr, BC_SCALE_INF_VALUE);
   *scale_out = scale;
-  if (scale_inv_out) *scale_inv_out = __frcp_rn(scale);
+  if (scale_inv_out) *scale_inv_out = bc_rcp_rn(scale);
 }

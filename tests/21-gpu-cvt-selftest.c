@@ -2,7 +2,8 @@
  * the generic ones derived from specs/elements.lua: the hardware encode (cvt.rn.satfinite.
  * {e4m3,e5m2}x2.f32, sm_89+) and the integer-form encode against the float-arithmetic encode for
  * all 2^32 fp32 inputs; the hardware decode (e4m3, e5m2) and the fp16-placement decode (e2m1)
- * against the generic decode for every pair of codes. */
+ * against the generic decode for every pair of codes; and the exact reciprocal bc_rcp_rn against
+ * __frcp_rn for all 2^32 fp32 inputs. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,33 @@ int main(void) {
       diag("  input 0x%08X: generic 0x%02X, fast 0x%02X", hex[3 * j], hex[3 * j + 1], hex[3 * j + 2]);
     cudaFree(bad);
     cudaFree(ex);
+  }
+  /* the exact reciprocal the per-tensor kernels write scale_inv with, against __frcp_rn */
+  {
+    const bci_kernel *k;
+    bc_status s = bci_kernel_get(ctx, "bc_selftest_rcp", &k);
+    is_int(s, BC_OK, "bc_selftest_rcp loads");
+    if (s != BC_OK) diag("%s", bc_last_error(ctx));
+    else {
+      unsigned long long *bad = dmalloc(8);
+      uint32_t *ex = dmalloc(3 * 16 * 4);
+      CK(cudaMemset(bad, 0, 8));
+      CK(cudaMemset(ex, 0, 3 * 16 * 4));
+      unsigned long long first = 0, count = getenv("BC_TEST_QUICK") ? 1ull << 24 : 1ull << 32;
+      int maxex = 16;
+      void *params[] = { &first, &count, &bad, &ex, &maxex };
+      s = bci_kernel_launch(ctx, k, 132 * 16, 1, 1, (unsigned)k->launch.threads, NULL, params);
+      CK(cudaDeviceSynchronize());
+      unsigned long long nbad = ~0ull;
+      uint32_t hex[48];
+      CK(cudaMemcpy(&nbad, bad, 8, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(hex, ex, sizeof hex, cudaMemcpyDeviceToHost));
+      ok(s == BC_OK && nbad == 0, "bc_rcp_rn == __frcp_rn for %llu fp32 inputs (%llu differ)", count, nbad);
+      for (unsigned long long j = 0; j < nbad && j < 16; j++)
+        diag("  input 0x%08X: __frcp_rn 0x%08X, bc_rcp_rn 0x%08X", hex[3 * j], hex[3 * j + 1], hex[3 * j + 2]);
+      cudaFree(bad);
+      cudaFree(ex);
+    }
   }
   bc_ctx_destroy(ctx);
   return done_testing();

@@ -450,6 +450,24 @@ static __device__ __forceinline__ float bc_block_max(float v) {
   return v;
 }
 
+// 1/x correctly rounded: the bits of __frcp_rn for every fp32 input (NaN: a NaN), proven for all
+// 2^32 in 21-gpu-cvt-selftest, without __frcp_rn's slow-path subroutine (~5 ms of the cold compile
+// of a small kernel; tests/bench/NOTES.md). The reciprocal in float64 (rcp.approx, then two Newton steps:
+// relative error < 2^-52) rounded once to fp32 is exact, because 1/x of an fp32 x is never within
+// 2^-48 (relative) of a point halfway between two fp32 values (nor of the overflow threshold).
+static __device__ __forceinline__ float bc_rcp_rn(float x) {
+  const u32 b = __float_as_uint(x), a = b & 0x7FFFFFFFu, sign = b & 0x80000000u;
+  if (a == 0u) return __uint_as_float(sign | 0x7F800000u);        // +-0 -> +-Inf
+  if (a == 0x7F800000u) return __uint_as_float(sign);             // +-Inf -> +-0
+  if (a > 0x7F800000u) return __uint_as_float(b | 0x00400000u);   // NaN -> the quiet NaN
+  const double d = (double)x;
+  double r;
+  asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(r) : "d"(d));
+  r = __fma_rn(r, __fma_rn(-d, r, 1.0), r);
+  r = __fma_rn(r, __fma_rn(-d, r, 1.0), r);
+  return __double2float_rn(r);
+}
+
 #ifdef BC_SCALE_EPS
 // scale_from_amax (DESIGN.md): amax < eps -> eps; amax 0, Inf or NaN -> 1; fmax / amax (IEEE);
 // an Inf scale -> inf_value; pow2 keeps sign + exponent (rounds down to 2^k).
@@ -668,7 +686,7 @@ bc_quantize_fp8_e4m3_tensor__bf16__rowcol(const BC_DTYPE_T *__restrict__ in, i64
   __shared__ __align__(16) u8 codes[BC_TILE_COLS][BC_TILE_ROWS];
   const float scale = *scale_ptr;
   if (blockIdx.x == 0 && threadIdx.x == 0) {
-    float si = __frcp_rn(scale);
+    float si = bc_rcp_rn(scale);
     if (row_scale_inv) *row_scale_inv = si;
     if (col_scale_inv) *col_scale_inv = si;
   }
