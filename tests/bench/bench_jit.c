@@ -12,18 +12,8 @@
 #include <unistd.h>
 
 #include "bc_internal.h"
+#include "host_timing.h"
 #include "gpu.h"
-
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
-}
-
-static int cmpd(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 typedef struct list { char *v[512]; int n; } list;
 static void add(const char *name, void *u) { list *l = u; if (l->n < 512) l->v[l->n++] = strdup(name); }
