@@ -206,23 +206,23 @@ static bc_status cast_launch(bc_ctx *ctx, const bc_tensor *x, int64_t ld, bc_qte
     const int64_t vec = 16 / (int64_t)bc_dtype_size(x->dtype);
     int vec_ok = aligned(in, 16) && aligned(out, (size_t)vec) && (rows == 1 || (ld % vec == 0 && cols % vec == 0));
     int64_t full = vec_ok ? cols / vec : 0, c0 = full * vec;
-    if (full > 0) {
-      s = get_kernel(ctx, &k, "bc_quantize_%s__%s__row", f->name, dt);
-      if (s != BC_OK) return s;
-      const bci_launch *L = &k->launch;
+    /* both kernels first, so that a failed compile of one leaves the output untouched */
+    const bci_kernel *kv = NULL, *ke = NULL;
+    if (full > 0 && (s = get_kernel(ctx, &kv, "bc_quantize_%s__%s__row", f->name, dt)) != BC_OK) return s;
+    if (c0 < cols && (s = get_kernel(ctx, &ke, "bc_quantize_%s__%s__row_elems", f->name, dt)) != BC_OK) return s;
+    if (kv) {
+      const bci_launch *L = &kv->launch;
       int64_t per_block = (int64_t)L->threads * L->unroll;
       int64_t gx = (full + per_block - 1) / per_block;
       if (gx > 0x7FFFFFFF) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "bc_quantize: a row of %lld elements is too long for one launch", (long long)cols);
       if (rows > 65535LL * 65535) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "bc_quantize: %lld rows are more than one launch holds (65535^2)", (long long)rows);
       void *params[] = { &in, &rows, &cols, &ld, &scale, &out, &si };
-      s = bci_kernel_launch(ctx, k, (unsigned)gx, umin64(rows, 65535), rows_z(rows), (unsigned)L->threads, stream, params);
-      if (s != BC_OK || c0 == cols) return s;
+      s = bci_kernel_launch(ctx, kv, (unsigned)gx, umin64(rows, 65535), rows_z(rows), (unsigned)L->threads, stream, params);
+      if (s != BC_OK || !ke) return s;
       si = NULL; /* written by the row cast */
     }
-    s = get_kernel(ctx, &k, "bc_quantize_%s__%s__row_elems", f->name, dt);
-    if (s != BC_OK) return s;
     void *params[] = { &in, &rows, &cols, &ld, &c0, &scale, &out, &si };
-    return bci_kernel_launch(ctx, k, elems_grid_x(k, cols - c0), umin64(rows, 65535), 1, (unsigned)k->launch.threads, stream, params);
+    return bci_kernel_launch(ctx, ke, elems_grid_x(ke, cols - c0), umin64(rows, 65535), 1, (unsigned)ke->launch.threads, stream, params);
   }
   s = get_kernel(ctx, &k, "bc_quantize_%s__%s__%s", f->name, dt, q->rowwise_data ? "rowcol" : "col");
   if (s != BC_OK) return s;
@@ -466,25 +466,24 @@ bc_status bc_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction dir, cons
   /* whole slots of 8 codes of aligned rows: the vector kernel; the rest (a row's partial last
    * slot, or all of a misaligned launch): its element-wise companion, compiled only when needed */
   if (ld == cols) { cols *= rows; rows = 1; ld = cols; }
-  const bci_kernel *k;
   const char *fn = q->format->name, *dt = bc_dtype_name(out->dtype);
   void *o = out->data;
   int vec_ok = aligned(data, 8) && aligned(o, 16) && (rows == 1 || (ld % 8 == 0 && cols % 8 == 0));
   int64_t full = vec_ok ? cols / 8 : 0, c0 = full * 8;
-  if (full > 0) {
-    s = get_kernel(ctx, &k, "bc_dequantize_%s__%s", fn, dt);
-    if (s != BC_OK) return s;
-    const bci_launch *L = &k->launch;
+  /* both kernels first, so that a failed compile of one leaves the output untouched */
+  const bci_kernel *kv = NULL, *ke = NULL;
+  if (full > 0 && (s = get_kernel(ctx, &kv, "bc_dequantize_%s__%s", fn, dt)) != BC_OK) return s;
+  if (c0 < cols && (s = get_kernel(ctx, &ke, "bc_dequantize_%s__%s__elems", fn, dt)) != BC_OK) return s;
+  if (kv) {
+    const bci_launch *L = &kv->launch;
     int64_t per_block = (int64_t)L->threads * L->unroll;
     int64_t gx = (full + per_block - 1) / per_block;
     if (gx > 0x7FFFFFFF) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "bc_dequantize: a row of %lld elements is too long for one launch", (long long)cols);
     if (rows > 65535LL * 65535) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "bc_dequantize: %lld rows are more than one launch holds (65535^2)", (long long)rows);
     void *params[] = { &data, &rows, &cols, &ld, &si, &o };
-    s = bci_kernel_launch(ctx, k, (unsigned)gx, umin64(rows, 65535), rows_z(rows), (unsigned)L->threads, stream, params);
-    if (s != BC_OK || c0 == cols) return s;
+    s = bci_kernel_launch(ctx, kv, (unsigned)gx, umin64(rows, 65535), rows_z(rows), (unsigned)L->threads, stream, params);
+    if (s != BC_OK || !ke) return s;
   }
-  s = get_kernel(ctx, &k, "bc_dequantize_%s__%s__elems", fn, dt);
-  if (s != BC_OK) return s;
   void *params[] = { &data, &rows, &cols, &ld, &c0, &si, &o };
-  return bci_kernel_launch(ctx, k, elems_grid_x(k, cols - c0), umin64(rows, 65535), 1, (unsigned)k->launch.threads, stream, params);
+  return bci_kernel_launch(ctx, ke, elems_grid_x(ke, cols - c0), umin64(rows, 65535), 1, (unsigned)ke->launch.threads, stream, params);
 }
