@@ -109,15 +109,27 @@ bc_status bc_qtensor_layout(bc_ctx *ctx, const bc_format *fmt, int64_t rows, int
 
 static unsigned umin64(int64_t a, int64_t b) { return (unsigned)(a < b ? a : b); }
 
-/* Blocks along x for an element-wise kernel over `width` columns of each row (grid-stride past
- * 2^20 blocks). */
-static unsigned elems_grid_x(const bci_kernel *k, int64_t width) {
-  int64_t t = k->launch.threads;
-  return umin64((width + t - 1) / t, (int64_t)1 << 20);
+/* The per-tensor row cast / dequantize: the vector kernel over the `full` whole slots of each row,
+ * one row per (y, z) block (gridDim.y = min(rows, 65535)). */
+static bc_status launch_vec_rows(bc_ctx *ctx, const char *fn, const bci_kernel *k, int64_t full, int64_t rows, int64_t cols,
+                                 void *stream, void **params) {
+  const bci_launch *L = &k->launch;
+  int64_t per_block = (int64_t)L->threads * L->unroll;
+  int64_t gx = (full + per_block - 1) / per_block;
+  if (gx > 0x7FFFFFFF) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "%s: a row of %lld elements is too long for one launch", fn, (long long)cols);
+  if (rows > 65535LL * 65535) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "%s: %lld rows are more than one launch holds (65535^2)", fn, (long long)rows);
+  return bci_kernel_launch(ctx, k, (unsigned)gx, umin64(rows, 65535), (unsigned)((rows + 65534) / 65535), (unsigned)L->threads,
+                           stream, params);
 }
 
-/* Blocks along z of a kernel that takes one row per (y, z) block (gridDim.y = min(rows, 65535)). */
-static unsigned rows_z(int64_t rows) { return (unsigned)((rows + 65534) / 65535); }
+/* ... and its element-wise companion over columns [c0, cols) of each row (grid-stride in x past
+ * 2^20 blocks and in y past 65535 rows). */
+static bc_status launch_elems(bc_ctx *ctx, const bci_kernel *k, int64_t rows, int64_t cols, int64_t c0, void *stream,
+                              void **params) {
+  int64_t t = k->launch.threads;
+  return bci_kernel_launch(ctx, k, umin64((cols - c0 + t - 1) / t, (int64_t)1 << 20), umin64(rows, 65535), 1, (unsigned)t, stream,
+                           params);
+}
 
 static bc_status get_kernel(bc_ctx *ctx, const bci_kernel **k, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static bc_status get_kernel(bc_ctx *ctx, const bci_kernel **k, const char *fmt, ...) {
@@ -211,18 +223,13 @@ static bc_status cast_launch(bc_ctx *ctx, const bc_tensor *x, int64_t ld, bc_qte
     if (full > 0 && (s = get_kernel(ctx, &kv, "bc_quantize_%s__%s__row", f->name, dt)) != BC_OK) return s;
     if (c0 < cols && (s = get_kernel(ctx, &ke, "bc_quantize_%s__%s__row_elems", f->name, dt)) != BC_OK) return s;
     if (kv) {
-      const bci_launch *L = &kv->launch;
-      int64_t per_block = (int64_t)L->threads * L->unroll;
-      int64_t gx = (full + per_block - 1) / per_block;
-      if (gx > 0x7FFFFFFF) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "bc_quantize: a row of %lld elements is too long for one launch", (long long)cols);
-      if (rows > 65535LL * 65535) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "bc_quantize: %lld rows are more than one launch holds (65535^2)", (long long)rows);
       void *params[] = { &in, &rows, &cols, &ld, &scale, &out, &si };
-      s = bci_kernel_launch(ctx, kv, (unsigned)gx, umin64(rows, 65535), rows_z(rows), (unsigned)L->threads, stream, params);
+      s = launch_vec_rows(ctx, "bc_quantize", kv, full, rows, cols, stream, params);
       if (s != BC_OK || !ke) return s;
       si = NULL; /* written by the row cast */
     }
     void *params[] = { &in, &rows, &cols, &ld, &c0, &scale, &out, &si };
-    return bci_kernel_launch(ctx, ke, elems_grid_x(ke, cols - c0), umin64(rows, 65535), 1, (unsigned)ke->launch.threads, stream, params);
+    return launch_elems(ctx, ke, rows, cols, c0, stream, params);
   }
   s = get_kernel(ctx, &k, "bc_quantize_%s__%s__%s", f->name, dt, q->rowwise_data ? "rowcol" : "col");
   if (s != BC_OK) return s;
@@ -475,15 +482,10 @@ bc_status bc_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction dir, cons
   if (full > 0 && (s = get_kernel(ctx, &kv, "bc_dequantize_%s__%s", fn, dt)) != BC_OK) return s;
   if (c0 < cols && (s = get_kernel(ctx, &ke, "bc_dequantize_%s__%s__elems", fn, dt)) != BC_OK) return s;
   if (kv) {
-    const bci_launch *L = &kv->launch;
-    int64_t per_block = (int64_t)L->threads * L->unroll;
-    int64_t gx = (full + per_block - 1) / per_block;
-    if (gx > 0x7FFFFFFF) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "bc_dequantize: a row of %lld elements is too long for one launch", (long long)cols);
-    if (rows > 65535LL * 65535) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "bc_dequantize: %lld rows are more than one launch holds (65535^2)", (long long)rows);
     void *params[] = { &data, &rows, &cols, &ld, &si, &o };
-    s = bci_kernel_launch(ctx, kv, (unsigned)gx, umin64(rows, 65535), rows_z(rows), (unsigned)L->threads, stream, params);
+    s = launch_vec_rows(ctx, "bc_dequantize", kv, full, rows, cols, stream, params);
     if (s != BC_OK || !ke) return s;
   }
   void *params[] = { &data, &rows, &cols, &ld, &c0, &si, &o };
-  return bci_kernel_launch(ctx, ke, elems_grid_x(ke, cols - c0), umin64(rows, 65535), 1, (unsigned)ke->launch.threads, stream, params);
+  return launch_elems(ctx, ke, rows, cols, c0, stream, params);
 }

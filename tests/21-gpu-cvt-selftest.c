@@ -12,66 +12,55 @@
 #include "gpu.h"
 #include "tap.h"
 
+/* Run self-test kernel `name` (params: first, count, bad, examples, max_examples) over all 2^32
+ * fp32 inputs (BC_TEST_QUICK=1, the compute-sanitizer run: the first 2^24). Returns the number of
+ * mismatches (~0 when the kernel does not load or launch); the first 16 examples go to hex[3 * j]
+ * (zeros where there are none). */
+static unsigned long long run_selftest(bc_ctx *ctx, const char *name, unsigned long long *count, uint32_t hex[48]) {
+  const bci_kernel *k;
+  memset(hex, 0, 48 * sizeof *hex);
+  bc_status s = bci_kernel_get(ctx, name, &k);
+  is_int(s, BC_OK, "%s loads", name);
+  if (s != BC_OK) { diag("%s", bc_last_error(ctx)); return ~0ull; }
+  unsigned long long *bad = dmalloc(8);
+  uint32_t *ex = dmalloc(3 * 16 * 4);
+  CK(cudaMemset(bad, 0, 8));
+  CK(cudaMemset(ex, 0, 3 * 16 * 4));
+  unsigned long long first = 0;
+  *count = getenv("BC_TEST_QUICK") ? 1ull << 24 : 1ull << 32;
+  int maxex = 16;
+  void *params[] = { &first, count, &bad, &ex, &maxex };
+  s = bci_kernel_launch(ctx, k, 132 * 16, 1, 1, (unsigned)k->launch.threads, NULL, params);
+  CK(cudaDeviceSynchronize());
+  unsigned long long nbad = ~0ull;
+  CK(cudaMemcpy(&nbad, bad, 8, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(hex, ex, 48 * sizeof *hex, cudaMemcpyDeviceToHost));
+  cudaFree(bad);
+  cudaFree(ex);
+  return s == BC_OK ? nbad : ~0ull;
+}
+
 int main(void) {
   gpu_init_or_skip();
   bc_ctx *ctx;
   char err[1024];
   if (bc_ctx_create(&ctx, err, sizeof err) != BC_OK) { printf("Bail out! %s\n", err); return 1; }
   const char *elems[] = { "e4m3", "e5m2", "e2m1" };
+  unsigned long long count = 0, nbad;
+  uint32_t hex[48];
   for (int i = 0; i < 3; i++) {
     char name[64];
     snprintf(name, sizeof name, "bc_selftest_cvt_%s", elems[i]);
-    const bci_kernel *k;
-    bc_status s = bci_kernel_get(ctx, name, &k);
-    is_int(s, BC_OK, "%s loads", name);
-    if (s != BC_OK) { diag("%s", bc_last_error(ctx)); continue; }
-    unsigned long long *bad = dmalloc(8);
-    uint32_t *ex = dmalloc(3 * 16 * 4);
-    CK(cudaMemset(bad, 0, 8));
-    CK(cudaMemset(ex, 0, 3 * 16 * 4));
-    /* BC_TEST_QUICK=1 (the compute-sanitizer run): the first 2^24 inputs only */
-    unsigned long long first = 0, count = getenv("BC_TEST_QUICK") ? 1ull << 24 : 1ull << 32;
-    int maxex = 16;
-    void *params[] = { &first, &count, &bad, &ex, &maxex };
-    s = bci_kernel_launch(ctx, k, 132 * 16, 1, 1, (unsigned)k->launch.threads, NULL, params);
-    CK(cudaDeviceSynchronize());
-    unsigned long long nbad = ~0ull;
-    uint32_t hex[48];
-    CK(cudaMemcpy(&nbad, bad, 8, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(hex, ex, sizeof hex, cudaMemcpyDeviceToHost));
-    ok(s == BC_OK && nbad == 0, "%s: fast encodes == generic encode for %llu fp32 inputs, and fast decode == generic decode for all code pairs (%llu differ)", elems[i], count, nbad);
+    nbad = run_selftest(ctx, name, &count, hex);
+    ok(nbad == 0, "%s: fast encodes == generic encode for %llu fp32 inputs, and fast decode == generic decode for all code pairs (%llu differ)", elems[i], count, nbad);
     for (unsigned long long j = 0; j < nbad && j < 16; j++)
       diag("  input 0x%08X: generic 0x%02X, fast 0x%02X", hex[3 * j], hex[3 * j + 1], hex[3 * j + 2]);
-    cudaFree(bad);
-    cudaFree(ex);
   }
   /* the exact reciprocal the per-tensor kernels write scale_inv with, against __frcp_rn */
-  {
-    const bci_kernel *k;
-    bc_status s = bci_kernel_get(ctx, "bc_selftest_rcp", &k);
-    is_int(s, BC_OK, "bc_selftest_rcp loads");
-    if (s != BC_OK) diag("%s", bc_last_error(ctx));
-    else {
-      unsigned long long *bad = dmalloc(8);
-      uint32_t *ex = dmalloc(3 * 16 * 4);
-      CK(cudaMemset(bad, 0, 8));
-      CK(cudaMemset(ex, 0, 3 * 16 * 4));
-      unsigned long long first = 0, count = getenv("BC_TEST_QUICK") ? 1ull << 24 : 1ull << 32;
-      int maxex = 16;
-      void *params[] = { &first, &count, &bad, &ex, &maxex };
-      s = bci_kernel_launch(ctx, k, 132 * 16, 1, 1, (unsigned)k->launch.threads, NULL, params);
-      CK(cudaDeviceSynchronize());
-      unsigned long long nbad = ~0ull;
-      uint32_t hex[48];
-      CK(cudaMemcpy(&nbad, bad, 8, cudaMemcpyDeviceToHost));
-      CK(cudaMemcpy(hex, ex, sizeof hex, cudaMemcpyDeviceToHost));
-      ok(s == BC_OK && nbad == 0, "bc_rcp_rn == __frcp_rn for %llu fp32 inputs (%llu differ)", count, nbad);
-      for (unsigned long long j = 0; j < nbad && j < 16; j++)
-        diag("  input 0x%08X: __frcp_rn 0x%08X, bc_rcp_rn 0x%08X", hex[3 * j], hex[3 * j + 1], hex[3 * j + 2]);
-      cudaFree(bad);
-      cudaFree(ex);
-    }
-  }
+  nbad = run_selftest(ctx, "bc_selftest_rcp", &count, hex);
+  ok(nbad == 0, "bc_rcp_rn == __frcp_rn for %llu fp32 inputs (%llu differ)", count, nbad);
+  for (unsigned long long j = 0; j < nbad && j < 16; j++)
+    diag("  input 0x%08X: __frcp_rn 0x%08X, bc_rcp_rn 0x%08X", hex[3 * j], hex[3 * j + 1], hex[3 * j + 2]);
   bc_ctx_destroy(ctx);
   return done_testing();
 }

@@ -330,7 +330,16 @@ int main(void) {
   /* BC_TEST_FORMATS=a,b (to split the tier over processes): only those formats; the tests after
    * the per-format loop (NVFP4 stochastic rounding, tuning override, FLOOR spec) with nvfp4 */
   const char *only = getenv("BC_TEST_FORMATS");
-  if (only) diag("BC_TEST_FORMATS: %s", only);
+  if (only) {
+    diag("BC_TEST_FORMATS: %s", only);
+    /* a misspelt name would silently test nothing */
+    for (const char *p = only; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+      size_t n = strcspn(p, ",");
+      int known = 0;
+      for (int fi = 0; fi < nf; fi++) known |= strlen(fmts[fi]) == n && strncmp(p, fmts[fi], n) == 0;
+      if (!known) ok(0, "BC_TEST_FORMATS: '%.*s' is not one of the block formats tested here", (int)n, p);
+    }
+  }
   for (int fi = 0; fi < nf; fi++) {
     if (only && !listed(only, fmts[fi])) continue;
     const bc_format *f;
