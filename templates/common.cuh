@@ -292,14 +292,50 @@ static __device__ __forceinline__ u32 bc_encode1(float a) {
 #endif
 }
 
-// BC_VEC values times scale, encoded; codes packed four to a word, element 0 in the low byte.
-static __device__ __forceinline__ void bc_encode_scaled(const float *f, float scale, u32 *w) {
+// 16 bytes of input (BC_VEC values) times scale, encoded; codes packed four to a word, element 0
+// in the low byte. With a hardware conversion, all of it is one inline-PTX block: the same
+// instructions the C form compiles to (unpack, mul.rn, cvt.rn.satfinite pairs), but NVVM optimizes
+// and lowers one statement instead of ~40, which cut ~15% of a small kernel's cold compile
+// (tests/bench/NOTES.md, cold compile step 6).
+#if BC_ELEM_HW_CVT && BC_ELEM_BITS == 8
+#define BC_PTX_ENC2(H, A, B, S)                                                                    \
+  "mul.rn.f32 " A ", " A ", " S ";\n\tmul.rn.f32 " B ", " B ", " S ";\n\t"                          \
+  "cvt.rn.satfinite.${ELEM_PTX}.f32 " H ", " B ", " A ";\n\t"
+#endif
+#ifdef BC_DTYPE
+static __device__ __forceinline__ void bc_encode_vec16(uint4 v, float scale, u32 *w) {
+#if BC_ELEM_HW_CVT && BC_ELEM_BITS == 8 && BC_DTYPE == 0
+  asm("{\n\t.reg .b32 a<4>;\n\t.reg .b16 h<2>;\n\t"
+      "mov.b32 a0, %1;\n\tmov.b32 a1, %2;\n\tmov.b32 a2, %3;\n\tmov.b32 a3, %4;\n\t"
+      BC_PTX_ENC2("h0", "a0", "a1", "%5") BC_PTX_ENC2("h1", "a2", "a3", "%5")
+      "mov.b32 %0, {h0, h1};\n\t}"
+      : "=r"(w[0]) : "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "f"(scale));
+#elif BC_ELEM_HW_CVT && BC_ELEM_BITS == 8
+#if BC_DTYPE == 1
+  // bf16 -> fp32: the low half shifted up, the high half masked
+#define BC_PTX_UNPACK2(A, B, X) "shl.b32 " A ", " X ", 16;\n\tand.b32 " B ", " X ", 0xFFFF0000;\n\t"
+#else
+#define BC_PTX_UNPACK2(A, B, X) "mov.b32 {l, k}, " X ";\n\tcvt.f32.f16 " A ", l;\n\tcvt.f32.f16 " B ", k;\n\t"
+#endif
+  asm("{\n\t.reg .b32 a<8>;\n\t.reg .b16 h<4>, l, k;\n\t"
+      BC_PTX_UNPACK2("a0", "a1", "%2") BC_PTX_UNPACK2("a2", "a3", "%3")
+      BC_PTX_UNPACK2("a4", "a5", "%4") BC_PTX_UNPACK2("a6", "a7", "%5")
+      BC_PTX_ENC2("h0", "a0", "a1", "%6") BC_PTX_ENC2("h1", "a2", "a3", "%6")
+      BC_PTX_ENC2("h2", "a4", "a5", "%6") BC_PTX_ENC2("h3", "a6", "a7", "%6")
+      "mov.b32 %0, {h0, h1};\n\tmov.b32 %1, {h2, h3};\n\t}"
+      : "=r"(w[0]), "=r"(w[1]) : "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "f"(scale));
+#undef BC_PTX_UNPACK2
+#else
+  float f[16 / BC_DTYPE_SIZE];
+  bc_unpack16(v, f);
 #pragma unroll
-  for (int j = 0; j < BC_VEC; j += 2) {
+  for (int j = 0; j < 16 / BC_DTYPE_SIZE; j += 2) {
     u32 q = bc_encode2(__fmul_rn(f[j], scale), __fmul_rn(f[j + 1], scale));
     if ((j & 3) == 0) w[j >> 2] = q; else w[j >> 2] |= q << 16;
   }
+#endif
 }
+#endif
 
 static __device__ __forceinline__ float bc_decode(u32 c) { return bc_decode_t<bc_elem>(c); }
 
@@ -332,6 +368,64 @@ static __device__ __forceinline__ void bc_decode2(u32 c2, float *a, float *b) {
   *b = bc_decode((c2 >> BC_ELEM_BITS) & m);
 #endif
 }
+
+#ifdef BC_DTYPE
+// Eight 8-bit codes (element 0 in the low byte of v.x) times si, as the output dtype's words:
+// 8 canonical fp32 bit patterns, or 4 words of two 16-bit values (element 2j in the low half).
+// With a hardware conversion through fp16, one inline-PTX block of the instructions the C form
+// compiles to (cvt to f16x2, cvt.f32.f16, mul.rn, the output conversion, NaN made canonical), for
+// the cold compile as in bc_encode_vec16.
+static __device__ __forceinline__ void bc_decode_scaled8(uint2 v, float si, u32 *h) {
+#if BC_ELEM_HW_CVT && BC_ELEM_F16_EXACT && BC_ELEM_BITS == 8
+#if BC_DTYPE == 1
+#define BC_PTX_HP "bf16"
+#else
+#define BC_PTX_HP "f16"
+#endif
+  // codes C (a b16 pair) -> fp32 F, G (element 2j, 2j + 1) times si
+#define BC_PTX_DEC2(C, S)                                                                          \
+  "cvt.rn.f16x2.${ELEM_PTX} x, " C ";\n\tmov.b32 {l, k}, x;\n\tcvt.f32.f16 f, l;\n\tcvt.f32.f16 g, k;\n\t" \
+  "mul.rn.f32 f, f, " S ";\n\tmul.rn.f32 g, g, " S ";\n\tsetp.nan.f32 p, f, f;\n\tsetp.nan.f32 q, g, g;\n\t"
+#if BC_DTYPE == 0
+#define BC_PTX_OUT2(C, H0, H1, S) BC_PTX_DEC2(C, S) "selp.b32 " H0 ", 0x7FFFFFFF, f, p;\n\tselp.b32 " H1 ", 0x7FFFFFFF, g, q;\n\t"
+  asm("{\n\t.reg .b16 c<4>, l, k;\n\t.reg .b32 x, f, g;\n\t.reg .pred p, q;\n\t"
+      "mov.b32 {c0, c1}, %8;\n\tmov.b32 {c2, c3}, %9;\n\t"
+      BC_PTX_OUT2("c0", "%0", "%1", "%10") BC_PTX_OUT2("c1", "%2", "%3", "%10")
+      BC_PTX_OUT2("c2", "%4", "%5", "%10") BC_PTX_OUT2("c3", "%6", "%7", "%10") "}"
+      : "=r"(h[0]), "=r"(h[1]), "=r"(h[2]), "=r"(h[3]), "=r"(h[4]), "=r"(h[5]), "=r"(h[6]), "=r"(h[7])
+      : "r"(v.x), "r"(v.y), "f"(si));
+#else
+  // the pair packed by cvt.rn.{bf16x2,f16x2}.f32; a NaN half becomes the canonical 0x7FFF
+#define BC_PTX_OUT2(C, H, S) BC_PTX_DEC2(C, S) "cvt.rn." BC_PTX_HP "x2.f32 " H ", g, f;\n\t"              \
+  "@p and.b32 " H ", " H ", 0xFFFF0000;\n\t@p or.b32 " H ", " H ", 0x7FFF;\n\t"                         \
+  "@q and.b32 " H ", " H ", 0xFFFF;\n\t@q or.b32 " H ", " H ", 0x7FFF0000;\n\t"
+  asm("{\n\t.reg .b16 c<4>, l, k;\n\t.reg .b32 x, f, g;\n\t.reg .pred p, q;\n\t"
+      "mov.b32 {c0, c1}, %4;\n\tmov.b32 {c2, c3}, %5;\n\t"
+      BC_PTX_OUT2("c0", "%0", "%6") BC_PTX_OUT2("c1", "%1", "%6") BC_PTX_OUT2("c2", "%2", "%6")
+      BC_PTX_OUT2("c3", "%3", "%6") "}"
+      : "=r"(h[0]), "=r"(h[1]), "=r"(h[2]), "=r"(h[3]) : "r"(v.x), "r"(v.y), "f"(si));
+#endif
+#undef BC_PTX_OUT2
+#undef BC_PTX_DEC2
+#undef BC_PTX_HP
+#else
+  float f[8];
+  bc_decode2(v.x & 0xFFFFu, &f[0], &f[1]);
+  bc_decode2(v.x >> 16, &f[2], &f[3]);
+  bc_decode2(v.y & 0xFFFFu, &f[4], &f[5]);
+  bc_decode2(v.y >> 16, &f[6], &f[7]);
+#pragma unroll
+  for (int j = 0; j < 8; j++) f[j] = __fmul_rn(f[j], si);
+#if BC_DTYPE == 0
+#pragma unroll
+  for (int j = 0; j < 8; j++) h[j] = bc_f32_bits_canonical(f[j]);
+#else
+#pragma unroll
+  for (int j = 0; j < 4; j++) h[j] = bc_pack2_hp(f[2 * j], f[2 * j + 1]);
+#endif
+#endif
+}
+#endif
 #endif
 
 // ---------------------------------------------------------------------------------------------
@@ -388,16 +482,20 @@ static __device__ __forceinline__ float bc_block_max(float v) {
 // relative error < 2^-52) rounded once to fp32 is exact, because 1/x of an fp32 x is never within
 // 2^-48 (relative) of a point halfway between two fp32 values (nor of the overflow threshold).
 static __device__ __forceinline__ float bc_rcp_rn(float x) {
-  const u32 b = __float_as_uint(x), a = b & 0x7FFFFFFFu, sign = b & 0x80000000u;
-  if (a == 0u) return __uint_as_float(sign | 0x7F800000u);        // +-0 -> +-Inf
-  if (a == 0x7F800000u) return __uint_as_float(sign);             // +-Inf -> +-0
-  if (a > 0x7F800000u) return __uint_as_float(b | 0x00400000u);   // NaN -> the quiet NaN
-  const double d = (double)x;
-  double r;
-  asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(r) : "d"(d));
-  r = __fma_rn(r, __fma_rn(-d, r, 1.0), r);
-  r = __fma_rn(r, __fma_rn(-d, r, 1.0), r);
-  return __double2float_rn(r);
+  // one inline-PTX block (the cold-compile reason of bc_encode_vec16): the float64 path first, then
+  // +-0 -> +-Inf, +-Inf -> +-0 and NaN -> the quiet NaN select over its result
+  float y;
+  asm("{\n\t.reg .b32 b, a, sg, t;\n\t.reg .f64 d, r, e;\n\t.reg .pred p;\n\t"
+      "mov.b32 b, %1;\n\tand.b32 a, b, 0x7FFFFFFF;\n\tand.b32 sg, b, 0x80000000;\n\t"
+      "cvt.f64.f32 d, %1;\n\trcp.approx.ftz.f64 r, d;\n\tneg.f64 d, d;\n\t"
+      "fma.rn.f64 e, d, r, 0d3FF0000000000000;\n\tfma.rn.f64 r, r, e, r;\n\t"
+      "fma.rn.f64 e, d, r, 0d3FF0000000000000;\n\tfma.rn.f64 r, r, e, r;\n\t"
+      "cvt.rn.f32.f64 %0, r;\n\t"
+      "or.b32 t, sg, 0x7F800000;\n\tsetp.eq.u32 p, a, 0;\n\t@p mov.b32 %0, t;\n\t"
+      "setp.eq.u32 p, a, 0x7F800000;\n\t@p mov.b32 %0, sg;\n\t"
+      "or.b32 t, b, 0x00400000;\n\tsetp.gt.u32 p, a, 0x7F800000;\n\t@p mov.b32 %0, t;\n\t}"
+      : "=f"(y) : "f"(x));
+  return y;
 }
 
 #ifdef BC_SCALE_EPS

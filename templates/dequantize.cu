@@ -27,22 +27,14 @@ ${KERNEL}(const u8 *__restrict__ q, i64 rows, i64 cols, i64 ld, const float *__r
       i64 s = base + (i64)u * BC_THREADS;
       if (s >= full) break;
       i64 c0 = s * 8;
-      float f[8];
-      bc_decode2(v[u].x & 0xFFFFu, &f[0], &f[1]);
-      bc_decode2(v[u].x >> 16, &f[2], &f[3]);
-      bc_decode2(v[u].y & 0xFFFFu, &f[4], &f[5]);
-      bc_decode2(v[u].y >> 16, &f[6], &f[7]);
-#pragma unroll
-      for (int j = 0; j < 8; j++) f[j] = __fmul_rn(f[j], si);
 #if BC_DTYPE == 0
-      *(uint4 *)(dst + c0) = make_uint4(bc_f32_bits_canonical(f[0]), bc_f32_bits_canonical(f[1]),
-                                        bc_f32_bits_canonical(f[2]), bc_f32_bits_canonical(f[3]));
-      *(uint4 *)(dst + c0 + 4) = make_uint4(bc_f32_bits_canonical(f[4]), bc_f32_bits_canonical(f[5]),
-                                            bc_f32_bits_canonical(f[6]), bc_f32_bits_canonical(f[7]));
+      u32 h[8];
+      bc_decode_scaled8(v[u], si, h);
+      *(uint4 *)(dst + c0) = make_uint4(h[0], h[1], h[2], h[3]);
+      *(uint4 *)(dst + c0 + 4) = make_uint4(h[4], h[5], h[6], h[7]);
 #else
       u32 h[4];
-#pragma unroll
-      for (int j = 0; j < 4; j++) h[j] = bc_pack2_hp(f[2 * j], f[2 * j + 1]);
+      bc_decode_scaled8(v[u], si, h);
       *(uint4 *)(dst + c0) = make_uint4(h[0], h[1], h[2], h[3]);
 #endif
     }

@@ -17,10 +17,11 @@
 //  - flat (BC_DQ_FLAT 1, the __flat kernel: the host's choice for a contiguous output whose rows
 //    are not aligned): slot s is elements [8s, 8s + 8) of the whole tensor, so every slot is one
 //    aligned vector load and store, and BC_UNROLL slots BC_THREADS apart per thread over one 1D
-//    grid. A slot's row comes from a float64 reciprocal of dcols (exact after one correction).
-//    It may cross a block boundary and a row end: up to three scales, chosen per element. Only
-//    the tensor's short last slot, and every slot when rows are shorter than a slot, go element
-//    by element.
+//    grid. A thread's first slot's row comes from a float64 reciprocal of dcols (exact after one
+//    correction), the next ones by adding BC_THREADS slots. A slot inside a row may cross one
+//    block boundary (two scales, chosen per element); a slot that crosses a row end (about one
+//    per row) looks up every element's scale, after the unrolled loops. Only the tensor's short
+//    last slot, and every slot when rows are shorter than a slot, go element by element.
 
 #define BC_SLOT 8
 #define BC_SLOT_BYTES (BC_SLOT * BC_ELEM_BITS / 8)
@@ -62,6 +63,83 @@ static __device__ __forceinline__ u32 bc_dq_pair(const u32 *w, int j) {
   return p;
 }
 
+// One aligned vector load of a slot's codes (src 8- or 4-byte aligned).
+static __device__ __forceinline__ void bc_dq_load_slot(const u8 *__restrict__ src, u32 *w) {
+#if BC_SLOT_BYTES == 8
+  const uint2 v = *(const uint2 *)src;
+  w[0] = v.x;
+  w[1] = v.y;
+#else
+  w[0] = *(const u32 *)src;
+#endif
+}
+
+// Data columnwise to the view (not transposed, 1xN view blocks): the scale entries of a slot's
+// elements are consecutive view rows, this far apart in a compact layout (0: look each one up).
+static __device__ __forceinline__ i64 bc_dq_step(const bc_sl &sl) {
+  return BC_DATA_IS_VIEW || (BC_VBR != 1 && !sl.per_row) ? 0 : sl.order == 1 ? 1 : sl.order == 0 ? sl.ld : 0;
+}
+
+#if BC_SLOT_SCALES != 1
+// The scale bits of the 8 elements (dr, dc0 + j) of a slot inside one row, for views whose slot
+// holds several blocks: eight consecutive one-byte entries (step 1, aligned) as one load,
+// otherwise each entry `step` apart or, with step 0, looked up.
+static __device__ __forceinline__ void bc_dq_scales8(const void *__restrict__ scale, const bc_sl &sl, i64 dr, i64 dc0,
+                                                     i64 step, u32 *sc) {
+  const i64 off = bc_dq_off(sl, dr, dc0);
+#if BC_SCALE_BYTES == 1
+  if (step == 1 && ((size_t)((const u8 *)scale + off) & 7) == 0) {
+    const uint2 v = *(const uint2 *)((const u8 *)scale + off);
+#pragma unroll
+    for (int j = 0; j < BC_SLOT; j++) sc[j] = ((j < 4 ? v.x : v.y) >> (8 * (j & 3))) & 0xFFu;
+    return;
+  }
+#endif
+#pragma unroll
+  for (int j = 0; j < BC_SLOT; j++) sc[j] = bc_dq_scale_bits(scale, step ? off + j * step : bc_dq_off(sl, dr, dc0 + j));
+}
+#endif
+
+// A slot's codes w with per-element scale bits e -> the output words h: 8 canonical fp32 bit
+// patterns, or 4 words of two 16-bit values (element 2j in the low half).
+#define BC_SLOT_OUT_WORDS (BC_DTYPE == 0 ? BC_SLOT : BC_SLOT / 2)
+static __device__ __forceinline__ void bc_dq_convert(const u32 *w, const u32 *e, const bc_tensor_scale &ts, u32 *h) {
+  float f[BC_SLOT];
+#pragma unroll
+  for (int j = 0; j < BC_SLOT; j += 2) {
+    bc_decode2(bc_dq_pair(w, j), &f[j], &f[j + 1]);
+    f[j] = bc_dq_value(f[j], e[j], ts);
+    f[j + 1] = bc_dq_value(f[j + 1], e[j + 1], ts);
+  }
+#if BC_DTYPE == 0
+#pragma unroll
+  for (int j = 0; j < BC_SLOT; j++) h[j] = bc_f32_bits_canonical(f[j]);
+#else
+#pragma unroll
+  for (int j = 0; j < BC_SLOT / 2; j++) h[j] = bc_pack2_hp(f[2 * j], f[2 * j + 1]);
+#endif
+}
+
+// A converted slot as aligned vector stores.
+static __device__ __forceinline__ void bc_dq_store_vec(BC_DTYPE_T *__restrict__ dst, const u32 *h) {
+  *(uint4 *)dst = make_uint4(h[0], h[1], h[2], h[3]);
+#if BC_DTYPE == 0
+  *(uint4 *)(dst + 4) = make_uint4(h[4], h[5], h[6], h[7]);
+#endif
+}
+
+// Code qi of q, dequantized with scale bits sb into out[oi] (element-wise paths).
+static __device__ __forceinline__ void bc_dq_one(const u8 *__restrict__ q, i64 qi, BC_DTYPE_T *__restrict__ out, i64 oi,
+                                                 u32 sb, const bc_tensor_scale &ts) {
+  u32 c = q[qi * BC_ELEM_BITS / 8];
+#if BC_ELEM_BITS == 4
+  c = (c >> (4 * ((qi & 1) ^ BC_PACK_HIGH_FIRST))) & 0xFu;
+#endif
+  float a, unused;
+  bc_decode2(c, &a, &unused);
+  bc_store_hp(out, oi, bc_dq_value(a, sb, ts));
+}
+
 #if !BC_DQ_FLAT
 extern "C" __global__ void __launch_bounds__(BC_THREADS, BC_MIN_BLOCKS)
 ${KERNEL}(const u8 *__restrict__ q, i64 drows, i64 dcols, const void *__restrict__ scale, bc_sl sl,
@@ -70,9 +148,7 @@ ${KERNEL}(const u8 *__restrict__ q, i64 drows, i64 dcols, const void *__restrict
   const i64 row_bytes = dcols * BC_ELEM_BITS / 8;
   const i64 full = dcols / BC_SLOT, slots = (dcols + BC_SLOT - 1) / BC_SLOT;
   const i64 base = (i64)blockIdx.x * BC_UNROLL * BC_THREADS + threadIdx.x;
-  // data columnwise to the view (not transposed, 1xN view blocks): the scale entries of a slot's
-  // elements are consecutive view rows, `step` apart in a compact layout (0: look each one up)
-  const i64 step = BC_DATA_IS_VIEW || (BC_VBR != 1 && !sl.per_row) ? 0 : sl.order == 1 ? 1 : sl.order == 0 ? sl.ld : 0;
+  const i64 step = bc_dq_step(sl);
 #pragma unroll 1
   for (i64 dr = blockIdx.y; dr < drows; dr += gridDim.y) {
     const u8 *qrow = q + dr * row_bytes;
@@ -84,190 +160,134 @@ ${KERNEL}(const u8 *__restrict__ q, i64 drows, i64 dcols, const void *__restrict
       if (s >= full) break;
       const u8 *src = qrow + s * BC_SLOT_BYTES;
       if (q_vec) {
-#if BC_SLOT_BYTES == 8
-        const uint2 v = *(const uint2 *)src;
-        w[u][0] = v.x;
-        w[u][1] = v.y;
-#else
-        w[u][0] = *(const u32 *)src;
-#endif
+        bc_dq_load_slot(src, w[u]);
       } else {
 #pragma unroll
         for (int i = 0; i < BC_SLOT_WORDS; i++) w[u][i] = 0u;
 #pragma unroll
         for (int i = 0; i < BC_SLOT_BYTES; i++) w[u][i >> 2] |= (u32)src[i] << (8 * (i & 3));
       }
-      const i64 off = bc_dq_off(sl, dr, s * BC_SLOT);
 #if BC_SLOT_SCALES == 1
-      sc[u][0] = bc_dq_scale_bits(scale, off);
+      sc[u][0] = bc_dq_scale_bits(scale, bc_dq_off(sl, dr, s * BC_SLOT));
 #else
-#if BC_SCALE_BYTES == 1
-      if (step == 1 && ((size_t)((const u8 *)scale + off) & 7) == 0) {
-        // eight consecutive one-byte entries: one load
-        const uint2 v = *(const uint2 *)((const u8 *)scale + off);
-#pragma unroll
-        for (int j = 0; j < BC_SLOT; j++) sc[u][j] = ((j < 4 ? v.x : v.y) >> (8 * (j & 3))) & 0xFFu;
-      } else
-#endif
-#pragma unroll
-      for (int j = 0; j < BC_SLOT; j++)
-        sc[u][j] = bc_dq_scale_bits(scale, step ? off + j * step : bc_dq_off(sl, dr, s * BC_SLOT + j));
+      bc_dq_scales8(scale, sl, dr, s * BC_SLOT, step, sc[u]);
 #endif
     }
 #pragma unroll
     for (int u = 0; u < BC_UNROLL; u++) {
       const i64 s = base + (i64)u * BC_THREADS;
       if (s >= full) break;
-      float f[BC_SLOT];
+      u32 e[BC_SLOT], h[BC_SLOT_OUT_WORDS];
 #pragma unroll
-      for (int j = 0; j < BC_SLOT; j += 2) {
-        bc_decode2(bc_dq_pair(w[u], j), &f[j], &f[j + 1]);
-        f[j] = bc_dq_value(f[j], sc[u][BC_SLOT_SCALES == 1 ? 0 : j], ts);
-        f[j + 1] = bc_dq_value(f[j + 1], sc[u][BC_SLOT_SCALES == 1 ? 0 : j + 1], ts);
-      }
+      for (int j = 0; j < BC_SLOT; j++) e[j] = sc[u][BC_SLOT_SCALES == 1 ? 0 : j];
+      bc_dq_convert(w[u], e, ts, h);
       BC_DTYPE_T *dst = orow + s * BC_SLOT;
+      if (out_vec) {
+        bc_dq_store_vec(dst, h);
+      } else {
+#pragma unroll
 #if BC_DTYPE == 0
-      u32 h[BC_SLOT];
-#pragma unroll
-      for (int j = 0; j < BC_SLOT; j++) h[j] = bc_f32_bits_canonical(f[j]);
-      if (out_vec) {
-        *(uint4 *)dst = make_uint4(h[0], h[1], h[2], h[3]);
-        *(uint4 *)(dst + 4) = make_uint4(h[4], h[5], h[6], h[7]);
-      } else {
-#pragma unroll
         for (int j = 0; j < BC_SLOT; j++) ((u32 *)dst)[j] = h[j];
-      }
 #else
-      u32 h[BC_SLOT / 2];
-#pragma unroll
-      for (int j = 0; j < BC_SLOT / 2; j++) h[j] = bc_pack2_hp(f[2 * j], f[2 * j + 1]);
-      if (out_vec) {
-        *(uint4 *)dst = make_uint4(h[0], h[1], h[2], h[3]);
-      } else {
-#pragma unroll
         for (int j = 0; j < BC_SLOT; j++) dst[j] = (u16)(h[j >> 1] >> (16 * (j & 1)));
-      }
 #endif
+      }
     }
     // the short last slot of the row, element by element
     if (full < slots && base <= full && full < base + (i64)BC_UNROLL * BC_THREADS && (full - base) % BC_THREADS == 0) {
 #pragma unroll 1
-      for (i64 dc = full * BC_SLOT; dc < dcols; dc++) {
-        u32 c = qrow[dc * BC_ELEM_BITS / 8];
-#if BC_ELEM_BITS == 4
-        c = (c >> (4 * ((dc & 1) ^ BC_PACK_HIGH_FIRST))) & 0xFu;
-#endif
-        float a, unused;
-        bc_decode2(c, &a, &unused);
-        bc_store_hp(orow, dc, bc_dq_value(a, bc_dq_scale_bits(scale, bc_dq_off(sl, dr, dc)), ts));
-      }
+      for (i64 dc = full * BC_SLOT; dc < dcols; dc++)
+        bc_dq_one(qrow, dc, orow, dc, bc_dq_scale_bits(scale, bc_dq_off(sl, dr, dc)), ts);
     }
   }
 }
 #else
-// The scale of element j of a flat slot: sc0 before cut byte 0, sc1 before cut byte 1, sc2 after.
-static __device__ __forceinline__ u32 bc_dq_pick(const u32 *sc, u32 cut, int j) {
-  return j < (int)(cut & 0xFFu) ? sc[0] : j < (int)(cut >> 8) ? sc[1] : sc[2];
+// Row and column of flat element e (0 <= e < rows * dcols): a float64 reciprocal of dcols, then one
+// correction (exact for e < 2^52).
+static __device__ __forceinline__ void bc_dq_rc(i64 e, i64 dcols, double inv, i64 &r, i64 &c) {
+  r = (i64)((double)e * inv);
+  c = e - r * dcols;
+  if (c < 0) { r--; c += dcols; }
+  else if (c >= dcols) { r++; c -= dcols; }
 }
 
-// Element e of the whole tensor, element by element (the short last slot; rows shorter than 8).
-static __device__ __forceinline__ void bc_dq_elem(const u8 *__restrict__ q, i64 dcols, const void *__restrict__ scale,
-                                                  const bc_sl &sl, const bc_tensor_scale &ts, BC_DTYPE_T *__restrict__ out,
-                                                  i64 e) {
-  u32 c = q[e * BC_ELEM_BITS / 8];
-#if BC_ELEM_BITS == 4
-  c = (c >> (4 * ((e & 1) ^ BC_PACK_HIGH_FIRST))) & 0xFu;
-#endif
-  float a, unused;
-  bc_decode2(c, &a, &unused);
-  bc_store_hp(out, e, bc_dq_value(a, bc_dq_scale_bits(scale, bc_dq_off(sl, e / dcols, e % dcols)), ts));
+// Convert slot s of the whole tensor (codes w, per-element scale bits e) and store it.
+static __device__ __forceinline__ void bc_dq_flat_slot(BC_DTYPE_T *__restrict__ out, i64 s, const u32 *w, const u32 *e,
+                                                       const bc_tensor_scale &ts) {
+  u32 h[BC_SLOT_OUT_WORDS];
+  bc_dq_convert(w, e, ts, h);
+  bc_dq_store_vec(out + s * BC_SLOT, h);
 }
-
-#if BC_SLOT_SCALES == 1
-#define BC_FLAT_SCALES 3 /* this row's block, its next block, the next row's first block */
-#else
-#define BC_FLAT_SCALES BC_SLOT
-#endif
 
 extern "C" __global__ void __launch_bounds__(BC_THREADS, BC_MIN_BLOCKS)
 ${KERNEL}(const u8 *__restrict__ q, i64 drows, i64 dcols, const void *__restrict__ scale, bc_sl sl,
           const float *__restrict__ global_amax, BC_DTYPE_T *__restrict__ out, i64 ld, int q_vec, int out_vec) {
   const bc_tensor_scale ts = bc_tensor_scale_from_amax(global_amax);
   const i64 total = drows * dcols;
-  // slots wholly inside the tensor; with rows shorter than a slot, none take the vector path
+  // slots wholly inside the tensor; with rows shorter than a slot, none take the vector paths
   const i64 whole = dcols >= BC_SLOT ? total / BC_SLOT : 0;
   const double inv = 1.0 / (double)dcols;
   const i64 base = (i64)blockIdx.x * BC_UNROLL * BC_THREADS + threadIdx.x;
-  const i64 step = BC_DATA_IS_VIEW || (BC_VBR != 1 && !sl.per_row) ? 0 : sl.order == 1 ? 1 : sl.order == 0 ? sl.ld : 0;
-  u32 w[BC_UNROLL][BC_SLOT_WORDS], sc[BC_UNROLL][BC_FLAT_SCALES];
+  const i64 step = bc_dq_step(sl);
+  u32 w[BC_UNROLL][BC_SLOT_WORDS], sc[BC_UNROLL][BC_SLOT_SCALES == 1 ? 2 : BC_SLOT];
 #if BC_SLOT_SCALES == 1
-  u32 cut[BC_UNROLL];
+  int cut[BC_UNROLL]; // elements from cut on take sc[u][1] (the row's next block)
 #endif
+  u32 straddle = 0u;  // slots that run past their row's end: after the unrolled loops
+  // the first slot's (row, column) from the reciprocal, the next ones BC_THREADS slots further
+  i64 dr, dc0;
+  bc_dq_rc(base * BC_SLOT, dcols, inv, dr, dc0);
 #pragma unroll
   for (int u = 0; u < BC_UNROLL; u++) {
     const i64 s = base + (i64)u * BC_THREADS;
     if (s >= whole) break;
-#if BC_SLOT_BYTES == 8
-    const uint2 v = *(const uint2 *)(q + s * BC_SLOT_BYTES);
-    w[u][0] = v.x;
-    w[u][1] = v.y;
-#else
-    w[u][0] = *(const u32 *)(q + s * BC_SLOT_BYTES);
-#endif
-    // the slot's first element (dr, dc0); n1 of its elements lie in row dr, the rest in dr + 1
-    const i64 e0 = s * BC_SLOT;
-    i64 dr = (i64)((double)e0 * inv), dc0 = e0 - dr * dcols;
-    if (dc0 < 0) { dr--; dc0 += dcols; }
-    else if (dc0 >= dcols) { dr++; dc0 -= dcols; }
-    const int n1 = dcols - dc0 < BC_SLOT ? (int)(dcols - dc0) : BC_SLOT;
+    if (u > 0) {
+      dc0 += (i64)BC_THREADS * BC_SLOT;
+      if (dc0 >= dcols) bc_dq_rc(s * BC_SLOT, dcols, inv, dr, dc0);
+    }
+    if (dc0 + BC_SLOT > dcols) {
+      straddle |= 1u << u;
+      continue;
+    }
+    bc_dq_load_slot(q + s * BC_SLOT_BYTES, w[u]);
 #if BC_SLOT_SCALES == 1
-    // blocks of 8+ along the row: at most one block boundary before the row end
-    const int b = (int)(BC_VBC - dc0 % BC_VBC), c1 = b < n1 ? b : n1;
+    // blocks of 8+ along the row: at most one block boundary inside the slot
+    const int b = (int)(BC_VBC - dc0 % BC_VBC);
+    cut[u] = b < BC_SLOT ? b : BC_SLOT;
     sc[u][0] = bc_dq_scale_bits(scale, bc_dq_off(sl, dr, dc0));
-    sc[u][1] = c1 < n1 ? bc_dq_scale_bits(scale, bc_dq_off(sl, dr, dc0 + c1)) : sc[u][0];
-    sc[u][2] = n1 < BC_SLOT ? bc_dq_scale_bits(scale, bc_dq_off(sl, dr + 1, 0)) : sc[u][1];
-    cut[u] = (u32)c1 | (u32)n1 << 8;
+    sc[u][1] = b < BC_SLOT ? bc_dq_scale_bits(scale, bc_dq_off(sl, dr, dc0 + b)) : sc[u][0];
 #else
-    const i64 off = bc_dq_off(sl, dr, dc0);
-#if BC_SCALE_BYTES == 1
-    if (n1 == BC_SLOT && step == 1 && ((size_t)((const u8 *)scale + off) & 7) == 0) {
-      const uint2 v = *(const uint2 *)((const u8 *)scale + off);
-#pragma unroll
-      for (int j = 0; j < BC_SLOT; j++) sc[u][j] = ((j < 4 ? v.x : v.y) >> (8 * (j & 3))) & 0xFFu;
-    } else
-#endif
-#pragma unroll
-    for (int j = 0; j < BC_SLOT; j++)
-      sc[u][j] = bc_dq_scale_bits(scale, n1 == BC_SLOT && step ? off + j * step
-                                         : j < n1 ? bc_dq_off(sl, dr, dc0 + j) : bc_dq_off(sl, dr + 1, dc0 + j - dcols));
+    bc_dq_scales8(scale, sl, dr, dc0, step, sc[u]);
 #endif
   }
 #pragma unroll
   for (int u = 0; u < BC_UNROLL; u++) {
     const i64 s = base + (i64)u * BC_THREADS;
     if (s >= whole) break;
-    float f[BC_SLOT];
-#pragma unroll
-    for (int j = 0; j < BC_SLOT; j += 2) {
-      bc_decode2(bc_dq_pair(w[u], j), &f[j], &f[j + 1]);
+    if ((straddle >> u) & 1u) continue;
 #if BC_SLOT_SCALES == 1
-      f[j] = bc_dq_value(f[j], bc_dq_pick(sc[u], cut[u], j), ts);
-      f[j + 1] = bc_dq_value(f[j + 1], bc_dq_pick(sc[u], cut[u], j + 1), ts);
+    u32 e[BC_SLOT];
+#pragma unroll
+    for (int j = 0; j < BC_SLOT; j++) e[j] = j < cut[u] ? sc[u][0] : sc[u][1];
+    bc_dq_flat_slot(out, s, w[u], e, ts);
 #else
-      f[j] = bc_dq_value(f[j], sc[u][j], ts);
-      f[j + 1] = bc_dq_value(f[j + 1], sc[u][j + 1], ts);
+    bc_dq_flat_slot(out, s, w[u], sc[u], ts);
 #endif
-    }
-    BC_DTYPE_T *dst = out + s * BC_SLOT;
-#if BC_DTYPE == 0
-    *(uint4 *)dst = make_uint4(bc_f32_bits_canonical(f[0]), bc_f32_bits_canonical(f[1]), bc_f32_bits_canonical(f[2]),
-                               bc_f32_bits_canonical(f[3]));
-    *(uint4 *)(dst + 4) = make_uint4(bc_f32_bits_canonical(f[4]), bc_f32_bits_canonical(f[5]), bc_f32_bits_canonical(f[6]),
-                                     bc_f32_bits_canonical(f[7]));
-#else
-    *(uint4 *)dst = make_uint4(bc_pack2_hp(f[0], f[1]), bc_pack2_hp(f[2], f[3]), bc_pack2_hp(f[4], f[5]),
-                               bc_pack2_hp(f[6], f[7]));
-#endif
+  }
+  // slots that cross a row end (about one per row): still one vector load and store, the scale of
+  // each element looked up (dcols >= 8: the slot ends in the next row)
+#pragma unroll 1
+  for (int u = 0; straddle >> u; u++) {
+    if (!((straddle >> u) & 1u)) continue;
+    const i64 s = base + (i64)u * BC_THREADS;
+    i64 r, c;
+    bc_dq_rc(s * BC_SLOT, dcols, inv, r, c);
+    u32 ws[BC_SLOT_WORDS], e[BC_SLOT];
+    bc_dq_load_slot(q + s * BC_SLOT_BYTES, ws);
+#pragma unroll
+    for (int j = 0; j < BC_SLOT; j++)
+      e[j] = bc_dq_scale_bits(scale, c + j < dcols ? bc_dq_off(sl, r, c + j) : bc_dq_off(sl, r + 1, c + j - dcols));
+    bc_dq_flat_slot(out, s, ws, e, ts);
   }
   // element by element: the short last slot of the tensor (the thread whose slot `whole` would
   // be), or all slots of this thread when rows are shorter than a slot
@@ -276,7 +296,8 @@ ${KERNEL}(const u8 *__restrict__ q, i64 drows, i64 dcols, const void *__restrict
     const i64 s = base + (i64)u * BC_THREADS;
     if (s < whole || s * BC_SLOT >= total) continue;
 #pragma unroll 1
-    for (i64 e = s * BC_SLOT; e < total && e < (s + 1) * BC_SLOT; e++) bc_dq_elem(q, dcols, scale, sl, ts, out, e);
+    for (i64 e = s * BC_SLOT; e < total && e < (s + 1) * BC_SLOT; e++)
+      bc_dq_one(q, e, out, e, bc_dq_scale_bits(scale, bc_dq_off(sl, e / dcols, e % dcols)), ts);
   }
 }
 #endif

@@ -28,10 +28,8 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
     for (int u = 0; u < BC_UNROLL; u++) {
       i64 s = base + (i64)u * BC_THREADS;
       if (s >= full) break;
-      float f[BC_VEC];
-      bc_unpack16(v[u], f);
       u32 w[(BC_VEC + 3) / 4];
-      bc_encode_scaled(f, scale, w);
+      bc_encode_vec16(v[u], scale, w);
 #if BC_VEC == 8
       *(uint2 *)(dst + s * BC_VEC) = make_uint2(w[0], w[1]);
 #elif BC_VEC == 4

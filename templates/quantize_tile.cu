@@ -62,10 +62,8 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
 #pragma unroll
   for (int p = 0; p < BC_LOAD_PASSES; p++) {
     const int tr = vr + p * BC_LOAD_ROWS;
-    float f[BC_VEC];
-    bc_unpack16(v[p], f);
     u32 w[(BC_VEC + 3) / 4];
-    bc_encode_scaled(f, scale, w);
+    bc_encode_vec16(v[p], scale, w);
 #pragma unroll
     for (int j = 0; j < BC_VEC; j++) codes[vc + j][tr ^ BC_SWZ(vc + j)] = (u8)(w[j >> 2] >> (8 * (j & 3)));
 #if BC_ROWWISE
