@@ -205,6 +205,9 @@ BCI_HIDDEN void bci_sha256_init(bci_sha256 *s);
 BCI_HIDDEN void bci_sha256_update(bci_sha256 *s, const void *data, size_t n);
 BCI_HIDDEN void bci_sha256_final(bci_sha256 *s, unsigned char out[32]);
 BCI_HIDDEN void bci_sha256_hex(const void *data, size_t n, char out[65]);
+/* Which compression runs: mode 0 forces the portable code, 1 the SHA extensions where the CPU
+ * has them, -1 asks; returns 1 while the SHA extensions are in use (tests compare the paths). */
+BCI_HIDDEN int bci_sha256_accel(int mode);
 
 /* ---- the context ---- */
 typedef struct bci_kmap_entry {
