@@ -404,6 +404,7 @@ static __device__ __forceinline__ void bc_encode_vec16(uint4 v, float scale, u32
 #endif
 }
 #endif
+#undef BC_PTX_ENC2
 
 static __device__ __forceinline__ float bc_decode(u32 c) { return bc_decode_t<bc_elem>(c); }
 
