@@ -143,6 +143,8 @@ BCI_HIDDEN bc_status bci_jit_target(bc_ctx *ctx, const char *device_arch, char t
 /* NVRTC loaded: the options of every compile and cache key (how many; at most BCI_NVRTC_NOPTS) */
 BCI_HIDDEN int bci_nvrtc_options(const char *target, char archopt[64], const char *opts[BCI_NVRTC_NOPTS]);
 BCI_HIDDEN const char *bci_fast_compile_option(void);
+/* opts[0..n) joined by spaces into buf (truncated to size), for reports */
+BCI_HIDDEN void bci_join_options(const char *const *opts, int n, char *buf, size_t size);
 /* "nvrtc 13.0 archs sm_75 ... sm_120" */
 BCI_HIDDEN bc_status bci_nvrtc_fingerprint(bc_ctx *ctx, char *out, size_t n);
 /* generate + cache or compile: the image of kernel `name` for NVRTC target `target` */

@@ -33,6 +33,14 @@ int bci_nvrtc_options(const char *target, char archopt[64], const char *opts[BCI
   return n;
 }
 
+void bci_join_options(const char *const *opts, int n, char *buf, size_t size) {
+  if (size) buf[0] = 0;
+  for (int i = 0; i < n; i++) {
+    size_t m = strlen(buf);
+    snprintf(buf + m, size - m, "%s%s", i ? " " : "", opts[i]);
+  }
+}
+
 /* NVRTC's --Ofast-compile level: "0" (full optimization) unless $BLOCKCAST_FAST_COMPILE names
  * another (min, mid, max), an experiment knob: it is part of the cache key, and AOT kernels are
  * bypassed while it is set. */
@@ -192,11 +200,8 @@ bc_status bci_nvrtc_compile(bc_ctx *ctx, const char *name, const char *src, cons
       if (!e) break;
       p = e + 1;
     }
-    char optstr[256] = "";
-    for (int i = 0; i < nopts; i++) {
-      size_t n = strlen(optstr);
-      snprintf(optstr + n, sizeof optstr - n, "%s%s", i ? " " : "", opts[i]);
-    }
+    char optstr[256];
+    bci_join_options(opts, nopts, optstr, sizeof optstr);
     s = bci_fail(ctx, BC_ERR_NVRTC, "NVRTC failed to compile %s for %s (%s)\noptions: %s\nlog:\n%s\nsource:\n%sfull source: %s",
                  name, arch, bci_nvrtc.GetErrorString(r), optstr, log ? log : "(no log)", ex,
                  dump[0] ? dump : "(could not be written)");

@@ -299,6 +299,15 @@ static void sr_mean_case(const bc_format *f) {
   free(h);
 }
 
+/* The end of the run: the context and the test's cache directory go. */
+static int finish(bc_ctx *ctx, const char *cache) {
+  bc_ctx_destroy(ctx);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", cache);
+  if (system(cmd) != 0) diag("could not remove %s", cache);
+  return done_testing();
+}
+
 /* `name` is an entry of the comma-separated list */
 static int listed(const char *list, const char *name) {
   size_t n = strlen(name);
@@ -416,13 +425,7 @@ int main(void) {
   bc_get_stats(ctx, &st);
   is_int(st.nvrtc_compiles, 0, "built-in block formats used AOT kernels only: no NVRTC call (%llu AOT kernels loaded)",
          (unsigned long long)st.aot_hits);
-  if (only && !listed(only, "nvfp4")) {
-    bc_ctx_destroy(ctx);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", cache);
-    if (system(cmd) != 0) diag("could not remove %s", cache);
-    return done_testing();
-  }
+  if (only && !listed(only, "nvfp4")) return finish(ctx, cache);
   const bc_format *nv;
   bc_format_get(ctx, "nvfp4", &nv);
   sr_mean_case(nv);
@@ -483,9 +486,5 @@ int main(void) {
         run_case(ff, BC_FP32, 64, 96, dirs, o, NULL);
       }
   }
-  bc_ctx_destroy(ctx);
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", cache);
-  if (system(cmd) != 0) diag("could not remove %s", cache);
-  return done_testing();
+  return finish(ctx, cache);
 }

@@ -64,13 +64,9 @@ int main(int argc, char **argv) {
   bci_jit_target(ctx, arch, target);
   char fp[512];
   bci_nvrtc_fingerprint(ctx, fp, sizeof fp);
-  char archopt[64], optstr[256] = "";
+  char archopt[64], optstr[256];
   const char *opts[BCI_NVRTC_NOPTS];
-  int nopts = bci_nvrtc_options(target, archopt, opts);
-  for (int i = 0; i < nopts; i++) {
-    size_t n = strlen(optstr);
-    snprintf(optstr + n, sizeof optstr - n, "%s%s", i ? " " : "", opts[i]);
-  }
+  bci_join_options(opts, bci_nvrtc_options(target, archopt, opts), optstr, sizeof optstr);
   EMIT("arch %s, NVRTC target %s, %s; options: %s%s%s\n\n", arch, target, fp, optstr,
        getenv("BLOCKCAST_TUNING") ? "; tuning override " : "", getenv("BLOCKCAST_TUNING") ? getenv("BLOCKCAST_TUNING") : "");
 

@@ -15,19 +15,6 @@
 #include "bc_internal.h"
 #include "host_timing.h"
 
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  rewind(f);
-  char *s = malloc((size_t)n + 1);
-  if (s && fread(s, 1, (size_t)n, f) != (size_t)n) { free(s); s = NULL; }
-  if (s) s[n] = 0;
-  fclose(f);
-  return s;
-}
-
 #define MAXV 64
 #define MAXO 16
 
@@ -53,8 +40,11 @@ int main(int argc, char **argv) {
   for (int v = 0; v < nv; v++) {
     char *spec = strdup(argv[a + v]), *extra = strchr(spec, ',');
     if (extra) *extra++ = 0;
-    src[v] = slurp(spec);
-    if (!src[v]) { fprintf(stderr, "bench_nvrtc_variants: cannot read %s\n", spec); return 1; }
+    size_t len;
+    if (bci_read_file(ctx, spec, &src[v], &len) != BC_OK) {
+      fprintf(stderr, "bench_nvrtc_variants: %s\n", bc_last_error(ctx));
+      return 1;
+    }
     const char *base[BCI_NVRTC_NOPTS];
     int nb = bci_nvrtc_options(arch, archopt, base), n = 0;
     for (int i = 0; i < nb; i++) opts[v][n++] = base[i];
