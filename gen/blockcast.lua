@@ -1,4 +1,4 @@
--- gen/blockcast.lua: the generator's entry point, called by the C runtime (runtime/bc_lua.c).
+-- gen/blockcast.lua: the generator's entry point, called by the C runtime (runtime/jit/bc_lua.c).
 --
 -- It keeps a registry of element encodings and formats, plans the kernels of each format
 -- (family x input dtype x direction), and renders a kernel's CUDA C source for an arch from the
@@ -336,7 +336,7 @@ function M.launch(name, arch)
     end
     L.smem = L.smem + (aux + 15) // 16 * 16
     -- past this, for launches whose rowwise output rows are not 16-byte aligned, the host adds the
-    -- staged codes: tile_rows x (tile_cols * bits / 8 + 16) bytes (runtime/bc_ops.c)
+    -- staged codes: tile_rows x (tile_cols * bits / 8 + 16) bytes (runtime/ops/bc_ops.c)
     local staged = k.rowwise and L.tile_rows * (L.tile_cols * k.format.elem.bits // 8 + 16) or 0
     local sm = M.arch_sm(arch)
     local SMEM = smem_limits(sm)

@@ -22,68 +22,74 @@ SYSLIBS     = -ldl -lm -lpthread
 TEST_LDFLAGS = -rdynamic
 CUDART      = $(CUDA_HOME)/lib64/libcudart_static.a -lrt
 
-LIB_SRCS = bc_ctx bc_lua bc_dl bc_jit bc_aot bc_cache bc_kernel bc_layout bc_ops bc_ref bc_ref_block bc_sha256
-LIB_OBJS = $(LIB_SRCS:%=$(B)/obj/%.o) $(B)/obj/embed.o
+# the runtime's layers, a folder each (runtime/README.md has the map; tests/15-layers checks it)
+LAYERS   = base fmt jit ref ops ctx
+LIB_SRCS = $(filter-out runtime/jit/bc_lua_shim.c,$(sort $(wildcard $(LAYERS:%=runtime/%/*.c))))
+LIB_OBJS = $(LIB_SRCS:runtime/%.c=$(B)/obj/%.o) $(B)/obj/jit/embed.o
 EMBED_IN = $(sort $(filter-out gen/embed.lua,$(wildcard gen/*.lua gen/tuning/*.lua)) $(wildcard templates/*) $(wildcard specs/*.lua))
-HDRS     = $(wildcard runtime/*.h runtime/include/*.h)
+HDRS     = $(wildcard runtime/*/*.h)
 
 TEST_SRCS  = $(sort $(wildcard tests/[0-9][0-9]-*.c))
 TEST_BINS  = $(TEST_SRCS:tests/%.c=$(B)/tests/%.t)
 TEST_SH    = $(sort $(wildcard tests/[0-9][0-9]-*.sh))
 TEST_SHT   = $(TEST_SH:tests/%.sh=$(B)/tests/%.t)
+TEST_PL    = $(sort $(wildcard tests/[0-9][0-9]-*.pl))
+TEST_PLT   = $(TEST_PL:tests/%.pl=$(B)/tests/%.t)
 BENCH_SRCS = $(wildcard tests/bench/*.c)
 FUZZ_BINS  = $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 BENCH_BINS = $(BENCH_SRCS:tests/bench/%.c=$(B)/bench/%)
 
-all: $(B)/lib/libblockcast.a $(B)/lib/libblockcast.so $(B)/bin/blockcast $(TEST_BINS) $(TEST_SHT) $(BENCH_BINS)
+all: $(B)/lib/libblockcast.a $(B)/lib/libblockcast.so $(B)/bin/blockcast $(TEST_BINS) $(TEST_SHT) $(TEST_PLT) $(BENCH_BINS)
 
 # the sanitizer tier (SAN_FLAGS set, AOT_BLOB from the main build): library and C tests only
-san: $(B)/lib/libblockcast.a $(TEST_BINS)
+san: $(B)/lib/libblockcast.a $(TEST_BINS) $(TEST_PLT)
 
 # fuzz targets (CC=clang, SAN_FLAGS with fuzzer-no-link)
 fuzz: $(FUZZ_BINS)
 
-$(B)/obj $(B)/gen $(B)/stage0 $(B)/aot $(B)/lib $(B)/bin $(B)/tests $(B)/bench $(B)/fuzz:
+$(B)/gen $(B)/stage0 $(B)/aot $(B)/lib $(B)/bin $(B)/tests $(B)/bench $(B)/fuzz:
 	@mkdir -p $@
 
 $(B)/gen/embed.c: $(EMBED_IN) gen/embed.lua | $(B)/gen
 	@lua5.4 gen/embed.lua $@ $(EMBED_IN)
 
-$(B)/obj/%.o: runtime/%.c $(HDRS) | $(B)/obj
+# objects mirror the source folders (build/obj/<layer>/*.o), which tests/15-layers reads
+$(B)/obj/%.o: runtime/%.c $(HDRS)
+	@mkdir -p $(@D)
 	@echo "cc $<"
 	@$(CC) $(LIB_CFLAGS) -c $< -o $@
 
-$(B)/obj/embed.o: $(B)/gen/embed.c $(HDRS) | $(B)/obj
+$(B)/obj/jit/embed.o: $(B)/gen/embed.c $(HDRS)
+	@mkdir -p $(@D)
 	@$(CC) $(LIB_CFLAGS) -c $< -o $@
 
-$(B)/obj/cli.o: runtime/cli.c $(HDRS) | $(B)/obj
-	@$(CC) $(LIB_CFLAGS) -c $< -o $@
-
-$(B)/obj/aot_empty.o: runtime/aot.S.in | $(B)/obj
-	@sed -e 's|@INCBIN@||' $< > $(B)/obj/aot_empty.S
-	@$(CC) -c $(B)/obj/aot_empty.S -o $@
+$(B)/obj/jit/aot_empty.o: runtime/jit/aot.S.in
+	@mkdir -p $(@D)
+	@sed -e 's|@INCBIN@||' $< > $(B)/obj/jit/aot_empty.S
+	@$(CC) -c $(B)/obj/jit/aot_empty.S -o $@
 
 # stage 0: the CLI without AOT kernels, used to generate and compile them
-$(B)/stage0/blockcast: $(LIB_OBJS) $(B)/obj/aot_empty.o $(B)/obj/cli.o | $(B)/stage0
-	@$(CC) $(SAN_FLAGS) -o $@ $(B)/obj/cli.o $(LIB_OBJS) $(B)/obj/aot_empty.o $(LUA_LIB) $(SYSLIBS)
+$(B)/stage0/blockcast: $(LIB_OBJS) $(B)/obj/jit/aot_empty.o $(B)/obj/cli.o | $(B)/stage0
+	@$(CC) $(SAN_FLAGS) -o $@ $(B)/obj/cli.o $(LIB_OBJS) $(B)/obj/jit/aot_empty.o $(LUA_LIB) $(SYSLIBS)
 
 $(B)/aot/kernels.bcar: $(B)/stage0/blockcast | $(B)/aot
 	@$(B)/stage0/blockcast aot --out $@ --objdir $(B)/aot/obj $(AOT_ARCHS:%=--arch %) -j $(JOBS)
 
-$(B)/obj/aot.o: runtime/aot.S.in $(AOT_BLOB) | $(B)/obj
-	@sed -e 's|@INCBIN@|	.incbin "$(abspath $(AOT_BLOB))"|' $< > $(B)/obj/aot.S
-	@$(CC) -c $(B)/obj/aot.S -o $@
+$(B)/obj/jit/aot.o: runtime/jit/aot.S.in $(AOT_BLOB)
+	@mkdir -p $(@D)
+	@sed -e 's|@INCBIN@|	.incbin "$(abspath $(AOT_BLOB))"|' $< > $(B)/obj/jit/aot.S
+	@$(CC) -c $(B)/obj/jit/aot.S -o $@
 
 # the static library carries Lua's objects, so users link only -lblockcast -ldl -lm -lpthread
-$(B)/lib/libblockcast.a: $(LIB_OBJS) $(B)/obj/aot.o | $(B)/lib
-	@rm -rf $(B)/obj/lua && mkdir -p $(B)/obj/lua && cd $(B)/obj/lua && ar x $(LUA_LIB)
-	@rm -f $@ && ar rcs $@ $(LIB_OBJS) $(B)/obj/aot.o $(B)/obj/lua/*.o
+$(B)/lib/libblockcast.a: $(LIB_OBJS) $(B)/obj/jit/aot.o | $(B)/lib
+	@rm -rf $(B)/lua && mkdir -p $(B)/lua && cd $(B)/lua && ar x $(LUA_LIB)
+	@rm -f $@ && ar rcs $@ $(LIB_OBJS) $(B)/obj/jit/aot.o $(B)/lua/*.o
 	@echo "built $@"
 
-$(B)/lib/libblockcast.so: $(LIB_OBJS) $(B)/obj/aot.o $(B)/obj/bc_lua_shim.o runtime/libblockcast.map | $(B)/lib
+$(B)/lib/libblockcast.so: $(LIB_OBJS) $(B)/obj/jit/aot.o $(B)/obj/jit/bc_lua_shim.o runtime/libblockcast.map | $(B)/lib
 	@$(CC) -shared -o $@ -Wl,-soname,libblockcast.so.0 -Wl,--version-script=runtime/libblockcast.map -Wl,-z,defs \
 	  -Wl,--defsym=stdin=bci_lua_stdin_shim -Wl,--defsym=stdout=bci_lua_stdout_shim -Wl,--defsym=stderr=bci_lua_stderr_shim \
-	  $(LIB_OBJS) $(B)/obj/aot.o $(B)/obj/bc_lua_shim.o $(LUA_LIB) $(SYSLIBS)
+	  $(LIB_OBJS) $(B)/obj/jit/aot.o $(B)/obj/jit/bc_lua_shim.o $(LUA_LIB) $(SYSLIBS)
 	@ln -sf libblockcast.so $(B)/lib/libblockcast.so.0
 	@echo "built $@"
 
@@ -95,6 +101,9 @@ $(B)/tests/%.t: tests/%.c tests/tap.h tests/gpu.h tests/testdata.h tests/fuzz/ta
 	@$(CC) $(TEST_CFLAGS) $(TEST_LDFLAGS) -o $@ $< $(B)/lib/libblockcast.a $(CUDART) $(SYSLIBS)
 
 $(B)/tests/%.t: tests/%.sh | $(B)/tests
+	@cp $< $@ && chmod +x $@
+
+$(B)/tests/%.t: tests/%.pl | $(B)/tests
 	@cp $< $@ && chmod +x $@
 
 $(B)/bench/%: tests/bench/%.c tests/gpu.h tests/bench/bench.h tests/bench/host_timing.h $(B)/lib/libblockcast.a | $(B)/bench

@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bc_internal.h"
+#include "jit/bc_jit.h"
 
 static const char *usage =
   "usage: blockcast <command> [options]\n"

@@ -517,7 +517,7 @@ static __device__ __forceinline__ float bc_scale_from_amax(float amax, float inf
 // ---------------------------------------------------------------------------------------------
 // block formats: scale layouts, block scale rules, Philox4x32-10
 // ---------------------------------------------------------------------------------------------
-// A scale layout (runtime/bc_internal.h: bci_sl): the logical scale matrix [lrows, lcols] padded
+// A scale layout (runtime/fmt/bc_fmt.h: bci_sl): the logical scale matrix [lrows, lcols] padded
 // to [prows, pcols]; order 0 row-major (ld = pcols), 1 stored transposed (ld = prows), 2 the
 // 128x4 GEMM swizzle.
 struct bc_sl {

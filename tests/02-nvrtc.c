@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bc_internal.h"
+#include "jit/bc_jit.h"
 #include "tap.h"
 
 typedef struct list { char *v[512]; int n; } list;

@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bc_internal.h"
+#include "jit/bc_jit.h"
 #include "tap.h"
 
 static char cache[64];

@@ -1,10 +1,10 @@
-/* 05-sha256: SHA-256 (runtime/bc_sha256.c) against FIPS 180-4 / NIST example vectors, on the
+/* 05-sha256: SHA-256 (runtime/base/bc_sha256.c) against FIPS 180-4 / NIST example vectors, on the
  * portable code and, where the CPU has them, the SHA extensions; then both paths on inputs of
  * every length 0..300 and in uneven update pieces must give the same digest. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "bc_internal.h"
+#include "base/bc_base.h"
 #include "tap.h"
 
 #define is_str(got, want, ...)                                                                   \

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bc_internal.h"
+#include "ref/bc_ref.h"
 #include "tap.h"
 
 static bc_ctx *ctx;

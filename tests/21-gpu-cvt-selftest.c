@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bc_internal.h"
+#include "jit/bc_jit.h"
 #include "gpu.h"
 #include "tap.h"
 

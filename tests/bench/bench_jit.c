@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bc_internal.h"
+#include "jit/bc_jit.h"
 #include "host_timing.h"
 #include "gpu.h"
 

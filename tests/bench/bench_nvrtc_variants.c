@@ -11,8 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "bc_dl.h"
-#include "bc_internal.h"
+#include "jit/bc_jit.h"
 #include "host_timing.h"
 
 #define MAXV 64

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bc_internal.h"
+#include "jit/bc_jit.h"
 
 #ifdef BC_FUZZ_LUA_COVERAGE
 /* libFuzzer sees only C coverage; the spec validator and the generator are Lua. A line hook on

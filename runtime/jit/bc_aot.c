@@ -1,10 +1,10 @@
-/* bc_aot.c: the set of kernels compiled ahead of time by build.sh, embedded in the library as
- * one archive (see bc_internal.h for its layout). Indexed once per context; a payload's
+/* jit/bc_aot.c: the set of kernels compiled ahead of time by build.sh, embedded in the library as
+ * one archive (see bc_jit.h for its layout). Indexed once per context; a payload's
  * checksum is verified when it is first used. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "bc_internal.h"
+#include "jit/bc_jit.h"
 
 #define MAGIC "BCAOT004"
 
@@ -83,3 +83,10 @@ const bci_aot_entry *bci_aot_find(bc_ctx *ctx, const char *name, const char *arc
 
 size_t bci_aot_count(bc_ctx *ctx) { return ctx->naot; }
 const bci_aot_entry *bci_aot_at(bc_ctx *ctx, size_t i) { return i < ctx->naot ? &ctx->aot[i] : NULL; }
+
+void bci_aot_free(bc_ctx *ctx) {
+  free(ctx->aot);
+  ctx->aot = NULL;
+  ctx->naot = 0;
+  ctx->aot_indexed = 0;
+}

@@ -1,12 +1,11 @@
-/* bc_dl.c: open libcuda and libnvrtc at run time, so that the library loads and generates on a
+/* base/bc_dl.c: open libcuda and libnvrtc at run time, so that the library loads and generates on a
  * machine with no driver; what needs them then returns BC_ERR_UNAVAILABLE with the reason.
  * The resolved entry points are process-wide constants once loaded (pthread_once). */
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bc_internal.h"
-#include "bc_dl.h"
+#include "base/bc_base.h"
 
 bci_cuda_api bci_cu;
 bci_nvrtc_api bci_nvrtc;

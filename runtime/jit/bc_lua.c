@@ -1,4 +1,4 @@
-/* bc_lua.c: the embedded Lua generator. One Lua state per context, used under ctx->lock.
+/* jit/bc_lua.c: the embedded Lua generator. One Lua state per context, used under ctx->lock.
  *
  * The generator's sources (gen/), the templates and the built-in specs are embedded in the
  * library (build/gen/embed.c), so generation needs no files at run time. The state has the
@@ -11,7 +11,7 @@
 #include <lua.h>
 #include <lualib.h>
 
-#include "bc_internal.h"
+#include "jit/bc_jit.h"
 
 #define LUA_MEM_LIMIT ((size_t)512 << 20)
 

@@ -1,10 +1,10 @@
-/* bc_sha256.c: SHA-256 (FIPS 180-4), for spec hashes, AOT payload checksums and cache keys.
+/* base/bc_sha256.c: SHA-256 (FIPS 180-4), for spec hashes, AOT payload checksums and cache keys.
  * Every disk-cache hit hashes the kernel's ~30 KB source for its key (issue 4: a hit within 1 ms),
  * so on x86-64 CPUs with the SHA extensions the compression function runs on them (~8x the
  * portable code); tests/05-sha256.c checks both paths against FIPS 180-4 vectors and each other. */
 #include <string.h>
 
-#include "bc_internal.h"
+#include "base/bc_base.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define BC_SHA_NI 1

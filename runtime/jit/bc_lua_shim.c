@@ -1,4 +1,4 @@
-/* bc_lua_shim.c: for the shared library only. Debian's liblua5.4.a is not built with -fPIC and
+/* jit/bc_lua_shim.c: for the shared library only. Debian's liblua5.4.a is not built with -fPIC and
  * refers to stdin/stdout/stderr with PC-relative relocations, which a shared object cannot
  * resolve against libc. The link maps those three names (--defsym) to these hidden pointers,
  * filled from libc's at load time; blockcast never lets Lua print (no print, no io library). */

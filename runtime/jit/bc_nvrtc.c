@@ -1,4 +1,4 @@
-/* bc_jit.c: compile generated CUDA C with NVRTC: a cubin for the device's exact arch, or PTX
+/* jit/bc_nvrtc.c: compile generated CUDA C with NVRTC: a cubin for the device's exact arch, or PTX
  * for the newest arch NVRTC knows when the device is newer than NVRTC. Generated sources
  * include no headers (they are self-contained), so there is no include prelude to precompile.
  * A failed compile returns BC_ERR_NVRTC with the log, the options, numbered source lines around
@@ -10,8 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "bc_internal.h"
-#include "bc_dl.h"
+#include "jit/bc_jit.h"
 
 #define NOPTS BCI_NVRTC_NOPTS
 

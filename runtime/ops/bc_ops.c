@@ -1,36 +1,11 @@
-/* bc_ops.c: the public operations: argument checks, kernel choice, grids, launches. */
+/* ops/bc_ops.c: the public operations of one tensor: argument checks, kernel choice, grids,
+ * launches. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "bc_internal.h"
-
-#define MAX_ELEMS ((int64_t)1 << 50)
-
-static int aligned(const void *p, size_t a) { return ((uintptr_t)p % a) == 0; }
+#include "ops/bc_ops.h"
 
 /* ---- argument checks ---- */
-
-bc_status bci_check_tensor(bc_ctx *ctx, const char *fn, const char *arg, const bc_tensor *x, int64_t *ld) {
-  if (!x) return bci_fail(ctx, BC_ERR_ARG, "%s: argument '%s' is NULL; expected a bc_tensor", fn, arg);
-  if (bc_dtype_size(x->dtype) == 0)
-    return bci_fail(ctx, BC_ERR_ARG, "%s: %s->dtype is %d; expected BC_FP32, BC_BF16 or BC_FP16", fn, arg, (int)x->dtype);
-  if (x->rows < 1 || x->cols < 1)
-    return bci_fail(ctx, BC_ERR_ARG, "%s: %s has shape [%lld, %lld]; expected rows >= 1 and cols >= 1", fn, arg,
-                    (long long)x->rows, (long long)x->cols);
-  int64_t s = x->row_stride ? x->row_stride : x->cols;
-  if (s < x->cols)
-    return bci_fail(ctx, BC_ERR_ARG, "%s: %s->row_stride is %lld, less than cols %lld; expected 0 (contiguous) or >= cols", fn,
-                    arg, (long long)x->row_stride, (long long)x->cols);
-  if (x->rows > MAX_ELEMS / s)
-    return bci_fail(ctx, BC_ERR_ARG, "%s: %s spans %lld x %lld elements, more than 2^50", fn, arg, (long long)x->rows,
-                    (long long)s);
-  if (!x->data) return bci_fail(ctx, BC_ERR_ARG, "%s: %s->data is NULL; expected a device pointer", fn, arg);
-  if (!aligned(x->data, bc_dtype_size(x->dtype)))
-    return bci_fail(ctx, BC_ERR_ARG, "%s: %s->data %p is not aligned to its %zu-byte elements", fn, arg, x->data,
-                    bc_dtype_size(x->dtype));
-  *ld = s;
-  return BC_OK;
-}
 
 static bc_status check_qtensor(bc_ctx *ctx, const char *fn, const bc_qtensor *q, int need_dirs) {
   if (!q) return bci_fail(ctx, BC_ERR_ARG, "%s: argument 'q' is NULL; expected a bc_qtensor", fn);
@@ -39,7 +14,7 @@ static bc_status check_qtensor(bc_ctx *ctx, const char *fn, const bc_qtensor *q,
   if (q->rows < 1 || q->cols < 1)
     return bci_fail(ctx, BC_ERR_ARG, "%s: q has shape [%lld, %lld]; expected rows >= 1 and cols >= 1", fn,
                     (long long)q->rows, (long long)q->cols);
-  if (q->rows > MAX_ELEMS / q->cols)
+  if (q->rows > BCI_MAX_ELEMS / q->cols)
     return bci_fail(ctx, BC_ERR_ARG, "%s: q has %lld x %lld elements, more than 2^50", fn, (long long)q->rows, (long long)q->cols);
   if (need_dirs && !q->rowwise_data && !q->columnwise_data)
     return bci_fail(ctx, BC_ERR_ARG, "%s: q has neither rowwise_data nor columnwise_data; set the direction(s) to write", fn);
@@ -48,60 +23,6 @@ static bc_status check_qtensor(bc_ctx *ctx, const char *fn, const bc_qtensor *q,
   if (q->columnwise_data && !q->format->has_columnwise)
     return bci_fail(ctx, BC_ERR_ARG, "%s: q->columnwise_data is set but format '%s' has no columnwise direction", fn,
                     q->format->name);
-  return BC_OK;
-}
-
-/* fmt, a [rows, cols] shape and a direction, as the layout calls take them */
-static bc_status check_shape_dir(bc_ctx *ctx, const char *fn, const bc_format *fmt, int64_t rows, int64_t cols,
-                                 bc_direction dir) {
-  bc_status s = bci_check_format(ctx, fmt, "fmt");
-  if (s != BC_OK) return s;
-  if (rows < 1 || cols < 1 || rows > MAX_ELEMS / cols)
-    return bci_fail(ctx, BC_ERR_ARG, "%s: shape [%lld, %lld]; expected rows, cols >= 1 and at most 2^50 elements", fn,
-                    (long long)rows, (long long)cols);
-  if (dir != BC_ROWWISE && dir != BC_COLUMNWISE)
-    return bci_fail(ctx, BC_ERR_ARG, "%s: dir is %d; expected BC_ROWWISE or BC_COLUMNWISE", fn, (int)dir);
-  return BC_OK;
-}
-
-bc_status bc_qtensor_sizes(bc_ctx *ctx, const bc_format *fmt, int64_t rows, int64_t cols, bc_direction dir,
-                           size_t *data_bytes, size_t *scale_inv_bytes) {
-  if (!ctx) return BC_ERR_ARG;
-  bci_clear_error(ctx);
-  bc_status s = check_shape_dir(ctx, "bc_qtensor_sizes", fmt, rows, cols, dir);
-  if (s != BC_OK) return s;
-  int has = dir == BC_ROWWISE ? fmt->has_rowwise : fmt->has_columnwise;
-  if (data_bytes) *data_bytes = 0;
-  if (scale_inv_bytes) *scale_inv_bytes = 0;
-  if (!has) return BC_OK;
-  bci_geom g;
-  s = bci_geom_get(ctx, "bc_qtensor_sizes", fmt, rows, cols, dir, 0, &g);
-  if (s != BC_OK) return s;
-  if (data_bytes) *data_bytes = g.data_bytes;
-  if (scale_inv_bytes) *scale_inv_bytes = g.scale_bytes;
-  return BC_OK;
-}
-
-bc_status bc_qtensor_layout(bc_ctx *ctx, const bc_format *fmt, int64_t rows, int64_t cols, bc_direction dir,
-                            int scale_swizzled, bc_qlayout *out) {
-  if (!ctx) return BC_ERR_ARG;
-  bci_clear_error(ctx);
-  if (!out) return bci_fail(ctx, BC_ERR_ARG, "bc_qtensor_layout: argument 'out' is NULL");
-  memset(out, 0, sizeof *out);
-  bc_status s = check_shape_dir(ctx, "bc_qtensor_layout", fmt, rows, cols, dir);
-  if (s != BC_OK) return s;
-  bci_geom g;
-  s = bci_geom_get(ctx, "bc_qtensor_layout", fmt, rows, cols, dir, scale_swizzled != 0, &g);
-  if (s != BC_OK) return s;
-  out->data_rows = g.drows;
-  out->data_cols = g.dcols;
-  out->data_bytes = g.data_bytes;
-  out->scale_rows = g.srows;
-  out->scale_cols = g.scols;
-  out->scale_valid_rows = g.svalid_rows;
-  out->scale_valid_cols = g.svalid_cols;
-  out->scale_elem_bytes = fmt->block == BC_BLOCK_TENSOR ? sizeof(float) : (size_t)fmt->scale_bytes;
-  out->scale_bytes = g.scale_bytes;
   return BC_OK;
 }
 
@@ -157,7 +78,7 @@ static bc_status amax_launch(bc_ctx *ctx, const bc_tensor *x, int64_t ld, float 
   int64_t rows = x->rows, cols = x->cols;
   if (ld == cols) { cols *= rows; rows = 1; ld = cols; }
   const bci_launch *L = &k->launch;
-  int vec_ok = aligned(x->data, 16) && (rows == 1 || ld % L->vec == 0);
+  int vec_ok = bci_aligned(x->data, 16) && (rows == 1 || ld % L->vec == 0);
   int64_t slots = (cols + L->vec - 1) / L->vec;
   unsigned gy = umin64(rows, 65535);
   int64_t want = (slots + (int64_t)L->threads * L->unroll - 1) / ((int64_t)L->threads * L->unroll);
@@ -175,7 +96,7 @@ bc_status bc_amax(bc_ctx *ctx, const bc_tensor *x, float *amax, void *stream) {
   int64_t ld;
   bc_status s = bci_check_tensor(ctx, "bc_amax", "x", x, &ld);
   if (s != BC_OK) return s;
-  if (!amax || !aligned(amax, 4)) return bci_fail(ctx, BC_ERR_ARG, "bc_amax: argument 'amax' is NULL or misaligned; expected a device fp32[1]");
+  if (!amax || !bci_aligned(amax, 4)) return bci_fail(ctx, BC_ERR_ARG, "bc_amax: argument 'amax' is NULL or misaligned; expected a device fp32[1]");
   return amax_launch(ctx, x, ld, amax, stream);
 }
 
@@ -216,7 +137,7 @@ static bc_status cast_launch(bc_ctx *ctx, const bc_tensor *x, int64_t ld, bc_qte
     if (ld == cols) { cols *= rows; rows = 1; ld = cols; }
     void *out = q->rowwise_data, *si = q->rowwise_scale_inv;
     const int64_t vec = 16 / (int64_t)bc_dtype_size(x->dtype);
-    int vec_ok = aligned(in, 16) && aligned(out, (size_t)vec) && (rows == 1 || (ld % vec == 0 && cols % vec == 0));
+    int vec_ok = bci_aligned(in, 16) && bci_aligned(out, (size_t)vec) && (rows == 1 || (ld % vec == 0 && cols % vec == 0));
     int64_t full = vec_ok ? cols / vec : 0, c0 = full * vec;
     /* both kernels first, so that a failed compile of one leaves the output untouched */
     const bci_kernel *kv = NULL, *ke = NULL;
@@ -234,8 +155,8 @@ static bc_status cast_launch(bc_ctx *ctx, const bc_tensor *x, int64_t ld, bc_qte
   s = get_kernel(ctx, &k, "bc_quantize_%s__%s__%s", f->name, dt, q->rowwise_data ? "rowcol" : "col");
   if (s != BC_OK) return s;
   const bci_launch *L = &k->launch;
-  int vec_ok = aligned(in, 16) && ld % L->vec == 0 && cols % L->vec == 0 &&
-               (!q->rowwise_data || aligned(q->rowwise_data, 16)) && aligned(q->columnwise_data, 16);
+  int vec_ok = bci_aligned(in, 16) && ld % L->vec == 0 && cols % L->vec == 0 &&
+               (!q->rowwise_data || bci_aligned(q->rowwise_data, 16)) && bci_aligned(q->columnwise_data, 16);
   int64_t tiles = ((cols + L->tile_cols - 1) / L->tile_cols) * ((rows + L->tile_rows - 1) / L->tile_rows);
   if (tiles > 0x7FFFFFFF) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "bc_quantize: [%lld, %lld] needs %lld tiles, more than one launch holds (2^31 - 1)", (long long)rows, (long long)cols, (long long)tiles);
   void *ro = q->rowwise_data, *co = q->columnwise_data, *rsi = q->rowwise_scale_inv, *csi = q->columnwise_scale_inv;
@@ -259,7 +180,7 @@ static bc_status block_dir(bc_ctx *ctx, const char *fn, const bc_qtensor *q, bc_
   if (!scale)
     return bci_fail(ctx, BC_ERR_ARG, "%s: q->%s_scale_inv is NULL; format '%s' needs a device buffer of %zu bytes (bc_qtensor_layout)",
                     fn, dn, q->format->name, g->scale_bytes);
-  if (q->format->scale_bytes == 4 && !aligned(scale, 4))
+  if (q->format->scale_bytes == 4 && !bci_aligned(scale, 4))
     return bci_fail(ctx, BC_ERR_ARG, "%s: q->%s_scale_inv %p is not aligned to its 4-byte fp32 entries", fn, dn, scale);
   return BC_OK;
 }
@@ -281,13 +202,13 @@ static bc_status block_cast_launch(bc_ctx *ctx, const char *fn, const bc_tensor 
   int64_t rows = x->rows, cols = x->cols;
   size_t es = bc_dtype_size(x->dtype);
   int bits = f->elem.bits;
-  int vec_in = aligned(x->data, 16) && ((size_t)ld * es) % 16 == 0;
-  int vec_row = q->rowwise_data && aligned(q->rowwise_data, 16) && (cols * bits / 8) % 16 == 0;
+  int vec_in = bci_aligned(x->data, 16) && ((size_t)ld * es) % 16 == 0;
+  int vec_row = q->rowwise_data && bci_aligned(q->rowwise_data, 16) && (cols * bits / 8) % 16 == 0;
   /* columnwise stores: transposed, 16-byte pieces of an output row; else one 2-byte word of a
    * column pair per row (8-bit elements) */
   int vec_col = q->columnwise_data &&
-                (f->columnwise_transposed ? aligned(q->columnwise_data, 16) && (rows * bits / 8) % 16 == 0
-                                          : aligned(q->columnwise_data, 2) && (cols * bits / 8) % 2 == 0);
+                (f->columnwise_transposed ? bci_aligned(q->columnwise_data, 16) && (rows * bits / 8) % 16 == 0
+                                          : bci_aligned(q->columnwise_data, 2) && (cols * bits / 8) % 2 == 0);
   int64_t tiles_x = (cols + L->tile_cols - 1) / L->tile_cols;
   int64_t tiles = tiles_x * ((rows + L->tile_rows - 1) / L->tile_rows);
   int64_t npad = sl_pad_count(&gr.sl) > sl_pad_count(&gc.sl) ? sl_pad_count(&gr.sl) : sl_pad_count(&gc.sl);
@@ -319,7 +240,7 @@ static bc_status check_cast_args(bc_ctx *ctx, const char *fn, const bc_tensor *x
     return bci_fail(ctx, BC_ERR_ARG, "%s: q has shape [%lld, %lld] but x has [%lld, %lld]; they must match", fn,
                     (long long)q->rows, (long long)q->cols, (long long)x->rows, (long long)x->cols);
   if (q->format->block != BC_BLOCK_TENSOR) {
-    if (q->format->rule == BCI_RULE_TWO_LEVEL && (!q->amax || !aligned(q->amax, 4)))
+    if (q->format->rule == BCI_RULE_TWO_LEVEL && (!q->amax || !bci_aligned(q->amax, 4)))
       return bci_fail(ctx, BC_ERR_ARG, "%s: q->amax is %s; format '%s' scales by the global amax and needs a device fp32[1]", fn,
                       q->amax ? "misaligned" : "NULL", q->format->name);
     return BC_OK;
@@ -373,7 +294,7 @@ static bc_status block_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction
   if (out->rows != g.drows || out->cols != g.dcols)
     return bci_fail(ctx, BC_ERR_ARG, "bc_dequantize: out has shape [%lld, %lld]; the %s data of q is [%lld, %lld]",
                     (long long)out->rows, (long long)out->cols, dn, (long long)g.drows, (long long)g.dcols);
-  if (f->rule == BCI_RULE_TWO_LEVEL && (!q->amax || !aligned(q->amax, 4)))
+  if (f->rule == BCI_RULE_TWO_LEVEL && (!q->amax || !bci_aligned(q->amax, 4)))
     return bci_fail(ctx, BC_ERR_ARG, "bc_dequantize: q->amax is %s; format '%s' needs the global amax (device fp32[1])",
                     q->amax ? "misaligned" : "NULL", f->name);
   const void *data = dir == BC_ROWWISE ? q->rowwise_data : q->columnwise_data;
@@ -384,9 +305,9 @@ static bc_status block_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction
    * which are all aligned (the __flat kernel, one 1D grid over the tensor's slots) */
   int64_t slot_bytes = 8 * f->elem.bits / 8;
   int64_t drows = g.drows, dcols = g.dcols;
-  int q_vec = aligned(data, (size_t)slot_bytes) && (dcols * f->elem.bits / 8) % slot_bytes == 0;
-  int out_vec = aligned(out->data, 16) && ((size_t)ld * bc_dtype_size(out->dtype)) % 16 == 0;
-  int flat = (!q_vec || !out_vec) && ld == dcols && aligned(data, (size_t)slot_bytes) && aligned(out->data, 16);
+  int q_vec = bci_aligned(data, (size_t)slot_bytes) && (dcols * f->elem.bits / 8) % slot_bytes == 0;
+  int out_vec = bci_aligned(out->data, 16) && ((size_t)ld * bc_dtype_size(out->dtype)) % 16 == 0;
+  int flat = (!q_vec || !out_vec) && ld == dcols && bci_aligned(data, (size_t)slot_bytes) && bci_aligned(out->data, 16);
   const bci_kernel *k;
   s = get_kernel(ctx, &k, "bc_dequantize_%s__%s__%s%s", f->name, bc_dtype_name(out->dtype), dir == BC_ROWWISE ? "row" : "col",
                  flat ? "_flat" : "");
@@ -409,12 +330,12 @@ bc_status bc_scale_swizzle(bc_ctx *ctx, const bc_format *fmt, int64_t rows, int6
   if (!ctx) return BC_ERR_ARG;
   bci_clear_error(ctx);
   const char *fn = "bc_scale_swizzle";
-  bc_status s = check_shape_dir(ctx, fn, fmt, rows, cols, dir);
+  bc_status s = bci_check_shape_dir(ctx, fn, fmt, rows, cols, dir);
   if (s != BC_OK) return s;
   if (fmt->block == BC_BLOCK_TENSOR)
     return bci_fail(ctx, BC_ERR_ARG, "%s: format '%s' has one per-tensor scale; swizzling is for block formats", fn, fmt->name);
   if (!src || !dst) return bci_fail(ctx, BC_ERR_ARG, "%s: arguments 'src' and 'dst' must be device buffers, not NULL", fn);
-  if (fmt->scale_bytes == 4 && (!aligned(src, 4) || !aligned(dst, 4)))
+  if (fmt->scale_bytes == 4 && (!bci_aligned(src, 4) || !bci_aligned(dst, 4)))
     return bci_fail(ctx, BC_ERR_ARG, "%s: src and dst must be aligned to the 4-byte fp32 entries", fn);
   bci_geom gc, gs;
   s = bci_geom_get(ctx, fn, fmt, rows, cols, dir, 0, &gc);
@@ -475,7 +396,7 @@ bc_status bc_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction dir, cons
   if (ld == cols) { cols *= rows; rows = 1; ld = cols; }
   const char *fn = q->format->name, *dt = bc_dtype_name(out->dtype);
   void *o = out->data;
-  int vec_ok = aligned(data, 8) && aligned(o, 16) && (rows == 1 || (ld % 8 == 0 && cols % 8 == 0));
+  int vec_ok = bci_aligned(data, 8) && bci_aligned(o, 16) && (rows == 1 || (ld % 8 == 0 && cols % 8 == 0));
   int64_t full = vec_ok ? cols / 8 : 0, c0 = full * 8;
   /* both kernels first, so that a failed compile of one leaves the output untouched */
   const bci_kernel *kv = NULL, *ke = NULL;

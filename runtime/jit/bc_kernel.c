@@ -1,12 +1,11 @@
-/* bc_kernel.c: kernel lookup and launch. Order: loaded in this context -> ahead-of-time
+/* jit/bc_kernel.c: kernel lookup and launch. Order: loaded in this context -> ahead-of-time
  * archive (built by build.sh) -> generate with the embedded generator + compile with NVRTC.
  * Kernels are loaded with cuLibraryLoadData + cuLibraryGetKernel and launched with
  * cuLaunchKernelEx on the caller's stream. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "bc_internal.h"
-#include "bc_dl.h"
+#include "jit/bc_jit.h"
 
 static uint64_t fnv1a(const char *s) {
   uint64_t h = 1469598103934665603ull;

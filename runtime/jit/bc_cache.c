@@ -1,4 +1,4 @@
-/* bc_cache.c: the on-disk kernel cache.
+/* jit/bc_cache.c: the on-disk kernel cache.
  *
  * Key: sha256 over the generated source, the sorted NVRTC options, the NVRTC version, a compiler
  * fingerprint (the archs NVRTC supports) and the cache format version. Location:
@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bc_internal.h"
+#include "jit/bc_jit.h"
 
 #define MAGIC "BCCACHE1"
 #define HEADER (8 + 64 + 8 + 32)

@@ -1,10 +1,10 @@
-/* bc_layout.c: the shapes of quantized tensors: data and scale matrices of each direction,
+/* fmt/bc_layout.c: the shapes of quantized tensors: data and scale matrices of each direction,
  * padding, the compact and 128x4-swizzled scale layouts, and the shape checks (a 4-bit row
  * needs an even length). Sizes, launches, the swizzle conversion and the CPU reference all take
  * their geometry from here. */
 #include <string.h>
 
-#include "bc_internal.h"
+#include "fmt/bc_fmt.h"
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t round_up(int64_t a, int64_t m) { return ceil_div(a, m) * m; }
@@ -92,5 +92,61 @@ bc_status bci_geom_get(bc_ctx *ctx, const char *fn, const bc_format *f, int64_t 
     g->svalid_cols = sl->lrows;
   }
   g->scale_bytes = (size_t)g->srows * (size_t)g->scols * (size_t)f->scale_bytes;
+  return BC_OK;
+}
+
+/* ---- the public layout calls ---- */
+
+/* fmt, a [rows, cols] shape and a direction, as the layout calls take them */
+bc_status bci_check_shape_dir(bc_ctx *ctx, const char *fn, const bc_format *fmt, int64_t rows, int64_t cols,
+                                 bc_direction dir) {
+  bc_status s = bci_check_format(ctx, fmt, "fmt");
+  if (s != BC_OK) return s;
+  if (rows < 1 || cols < 1 || rows > BCI_MAX_ELEMS / cols)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: shape [%lld, %lld]; expected rows, cols >= 1 and at most 2^50 elements", fn,
+                    (long long)rows, (long long)cols);
+  if (dir != BC_ROWWISE && dir != BC_COLUMNWISE)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: dir is %d; expected BC_ROWWISE or BC_COLUMNWISE", fn, (int)dir);
+  return BC_OK;
+}
+
+bc_status bc_qtensor_sizes(bc_ctx *ctx, const bc_format *fmt, int64_t rows, int64_t cols, bc_direction dir,
+                           size_t *data_bytes, size_t *scale_inv_bytes) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  bc_status s = bci_check_shape_dir(ctx, "bc_qtensor_sizes", fmt, rows, cols, dir);
+  if (s != BC_OK) return s;
+  int has = dir == BC_ROWWISE ? fmt->has_rowwise : fmt->has_columnwise;
+  if (data_bytes) *data_bytes = 0;
+  if (scale_inv_bytes) *scale_inv_bytes = 0;
+  if (!has) return BC_OK;
+  bci_geom g;
+  s = bci_geom_get(ctx, "bc_qtensor_sizes", fmt, rows, cols, dir, 0, &g);
+  if (s != BC_OK) return s;
+  if (data_bytes) *data_bytes = g.data_bytes;
+  if (scale_inv_bytes) *scale_inv_bytes = g.scale_bytes;
+  return BC_OK;
+}
+
+bc_status bc_qtensor_layout(bc_ctx *ctx, const bc_format *fmt, int64_t rows, int64_t cols, bc_direction dir,
+                            int scale_swizzled, bc_qlayout *out) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  if (!out) return bci_fail(ctx, BC_ERR_ARG, "bc_qtensor_layout: argument 'out' is NULL");
+  memset(out, 0, sizeof *out);
+  bc_status s = bci_check_shape_dir(ctx, "bc_qtensor_layout", fmt, rows, cols, dir);
+  if (s != BC_OK) return s;
+  bci_geom g;
+  s = bci_geom_get(ctx, "bc_qtensor_layout", fmt, rows, cols, dir, scale_swizzled != 0, &g);
+  if (s != BC_OK) return s;
+  out->data_rows = g.drows;
+  out->data_cols = g.dcols;
+  out->data_bytes = g.data_bytes;
+  out->scale_rows = g.srows;
+  out->scale_cols = g.scols;
+  out->scale_valid_rows = g.svalid_rows;
+  out->scale_valid_cols = g.svalid_cols;
+  out->scale_elem_bytes = fmt->block == BC_BLOCK_TENSOR ? sizeof(float) : (size_t)fmt->scale_bytes;
+  out->scale_bytes = g.scale_bytes;
   return BC_OK;
 }

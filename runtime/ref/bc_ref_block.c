@@ -1,4 +1,4 @@
-/* bc_ref_block.c: the CPU reference of the block-scaled formats (FP8 1x128 / 128x128 blocks,
+/* ref/bc_ref_block.c: the CPU reference of the block-scaled formats (FP8 1x128 / 128x128 blocks,
  * MXFP8, MXFP4, NVFP4 1D / 2D), written from the rules in DESIGN.md ("Numerics", "Quantized
  * tensor layouts") and not from the templates, so that the GPU kernels can be checked against it
  * bit for bit. Host memory everywhere.
@@ -14,12 +14,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "bc_internal.h"
+#include "ref/bc_ref.h"
 
 #define MAX_ELEMS ((int64_t)1 << 50)
 
-static float f32_from_bits(uint32_t b) { float f; memcpy(&f, &b, 4); return f; }
-static uint32_t bits_from_f32(float f) { uint32_t b; memcpy(&b, &f, 4); return b; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* ---- Philox4x32-10 ---- */
@@ -73,7 +71,7 @@ static unsigned sr_encode(const bci_element *e, float v, uint32_t rnd) {
 /* the largest finite value of an input dtype (an Inf block scale becomes it when the spec says so) */
 static float dtype_max(bc_dtype t) {
   switch (t) {
-  case BC_BF16: return f32_from_bits(0x7F7F0000u);
+  case BC_BF16: return bci_f32_from_bits(0x7F7F0000u);
   case BC_FP16: return 65504.0f;
   default: return FLT_MAX;
   }
@@ -160,10 +158,10 @@ static void block_scale(const bc_format *f, float amax, bc_dtype dt, const two_l
     } else {
       s = fmax / a;
       if (isinf(s)) s = f->inf_dtype_max ? dtype_max(dt) : FLT_MAX;
-      if (f->pow2) s = f32_from_bits(bits_from_f32(s) & 0xFF800000u);
+      if (f->pow2) s = bci_f32_from_bits(bci_bits_from_f32(s) & 0xFF800000u);
     }
     *enc = s;
-    *stored = bits_from_f32(1.0f / s);
+    *stored = bci_bits_from_f32(1.0f / s);
     return;
   }
   }
@@ -322,7 +320,7 @@ bc_status bci_ref_block_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_directio
       case BCI_RULE_RCEIL:
       case BCI_RULE_FLOOR: v = v * e8m0_pow2(e, 1); break;
       case BCI_RULE_TWO_LEVEL: v = (v * bci_ref_decode(&f->selem, e)) * tl.s_dec; break;
-      default: v = v * f32_from_bits(e); break;
+      default: v = v * bci_f32_from_bits(e); break;
       }
       bci_ref_store(out, ld, dr, dc, v);
     }

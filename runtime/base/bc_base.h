@@ -1,0 +1,133 @@
+/* base/bc_base.h: the floor every other layer stands on. Error reporting, the context struct,
+ * file helpers, SHA-256 and the CUDA driver / NVRTC entry points opened at run time. Files here
+ * call nothing of the runtime outside base/ (tests/15-layers checks it; the map is in
+ * runtime/README.md). Nothing here is public. */
+#ifndef BC_BASE_H
+#define BC_BASE_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <nvrtc.h>
+
+#include "blockcast.h"
+
+#define BCI_HIDDEN __attribute__((visibility("hidden")))
+
+static inline int bci_aligned(const void *p, size_t a) { return ((uintptr_t)p % a) == 0; }
+
+/* ---- the context ----
+ * Defined here so that every layer can fail into it and read what it owns; the fields belong to
+ * the layer named beside them, which alone writes them. Created and destroyed in ctx/. */
+struct lua_State;
+struct bci_kmap_entry;
+struct bci_aot_entry;
+
+#define BCI_ERR_MAX 8192
+
+struct bc_ctx {
+  char err[BCI_ERR_MAX];          /* base: the last error's message */
+  pthread_mutex_t lock;           /* ctx: guards the Lua state, the formats and the kernel map */
+  struct lua_State *L;            /* jit/bc_lua.c: the generator */
+  size_t lua_mem, lua_mem_limit;  /* jit/bc_lua.c */
+  bc_format **formats;            /* fmt/bc_format.c: the registry */
+  size_t nformats, cap_formats;
+  struct bci_kmap_entry *kmap;    /* jit/bc_kernel.c: loaded kernels, open addressing, key "name@arch" */
+  size_t kmap_cap, kmap_n;
+  struct bci_aot_entry *aot;      /* jit/bc_aot.c: the AOT index */
+  size_t naot;
+  int aot_indexed;
+  bc_stats stats;                 /* counted by jit/ */
+};
+
+/* ---- errors (bc_error.c) ---- */
+/* Set ctx's message and return s. */
+BCI_HIDDEN bc_status bci_fail(bc_ctx *ctx, bc_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+BCI_HIDDEN void bci_clear_error(bc_ctx *ctx);
+
+/* ---- files and strings (bc_fs.c) ---- */
+BCI_HIDDEN char *bci_strdup(const char *s);
+/* a then b into path via a unique temp file + rename (no torn files); 0 or -1 */
+BCI_HIDDEN int bci_write_atomic(const char *path, const void *a, size_t an, const void *b, size_t bn);
+/* mkdir -p; 0 or -1 (errno set) */
+BCI_HIDDEN int bci_mkdir_p(const char *path);
+/* the whole file (NUL-terminated, at most 64 MiB) into *out (malloc'ed) */
+BCI_HIDDEN bc_status bci_read_file(bc_ctx *ctx, const char *path, char **out, size_t *len);
+
+/* ---- sha256 (bc_sha256.c) ---- */
+typedef struct bci_sha256 {
+  uint32_t h[8];
+  uint64_t len;
+  unsigned char buf[64];
+  size_t fill;
+} bci_sha256;
+BCI_HIDDEN void bci_sha256_init(bci_sha256 *s);
+BCI_HIDDEN void bci_sha256_update(bci_sha256 *s, const void *data, size_t n);
+BCI_HIDDEN void bci_sha256_final(bci_sha256 *s, unsigned char out[32]);
+BCI_HIDDEN void bci_sha256_hex(const void *data, size_t n, char out[65]);
+/* Which compression runs: mode 0 forces the portable code, 1 the SHA extensions where the CPU
+ * has them, -1 asks; returns 1 while the SHA extensions are in use (tests compare the paths). */
+BCI_HIDDEN int bci_sha256_accel(int mode);
+
+/* ---- CUDA driver and NVRTC, opened at run time (bc_dl.c) ----
+ * Each entry point is requested from cuGetProcAddress at the exact version whose prototype
+ * cudaTypedefs.h gives (PFN_<name>_v<version>), so a driver that also has a newer variant
+ * (cuCtxGetDevice_v2 takes a context in CUDA 13) still hands back the one we call. */
+BCI_HIDDEN bc_status bci_cuda_load(bc_ctx *ctx);
+BCI_HIDDEN bc_status bci_nvrtc_load(bc_ctx *ctx);
+/* Current device's arch ("sm_90") and SM count; fails without a context. */
+BCI_HIDDEN bc_status bci_cuda_device(bc_ctx *ctx, char arch[16], int *sm_count);
+BCI_HIDDEN bc_status bci_cuda_memset32(bc_ctx *ctx, void *dptr, uint32_t value, size_t count, void *stream);
+
+typedef struct bci_cuda_api {
+  PFN_cuInit_v2000 Init;
+  PFN_cuDriverGetVersion_v2020 DriverGetVersion;
+  PFN_cuGetErrorName_v6000 GetErrorName;
+  PFN_cuGetErrorString_v6000 GetErrorString;
+  PFN_cuCtxGetCurrent_v4000 CtxGetCurrent;
+  PFN_cuCtxGetDevice_v2000 CtxGetDevice;
+  PFN_cuDeviceGetAttribute_v2000 DeviceGetAttribute;
+  PFN_cuLibraryLoadData_v12000 LibraryLoadData;
+  PFN_cuLibraryUnload_v12000 LibraryUnload;
+  PFN_cuLibraryGetKernel_v12000 LibraryGetKernel;
+  PFN_cuLaunchKernelEx_v11060 LaunchKernelEx;
+  PFN_cuMemsetD32Async_v3020 MemsetD32Async;
+  PFN_cuKernelSetAttribute_v12000 KernelSetAttribute;
+} bci_cuda_api;
+
+typedef struct bci_nvrtc_api {
+  __typeof__(nvrtcGetErrorString) *GetErrorString;
+  __typeof__(nvrtcVersion) *Version;
+  __typeof__(nvrtcCreateProgram) *CreateProgram;
+  __typeof__(nvrtcDestroyProgram) *DestroyProgram;
+  __typeof__(nvrtcCompileProgram) *CompileProgram;
+  __typeof__(nvrtcGetProgramLogSize) *GetProgramLogSize;
+  __typeof__(nvrtcGetProgramLog) *GetProgramLog;
+  __typeof__(nvrtcGetCUBINSize) *GetCUBINSize;
+  __typeof__(nvrtcGetCUBIN) *GetCUBIN;
+  __typeof__(nvrtcGetPTXSize) *GetPTXSize;
+  __typeof__(nvrtcGetPTX) *GetPTX;
+  __typeof__(nvrtcGetNumSupportedArchs) *GetNumSupportedArchs;
+  __typeof__(nvrtcGetSupportedArchs) *GetSupportedArchs;
+} bci_nvrtc_api;
+
+extern BCI_HIDDEN bci_cuda_api bci_cu;
+extern BCI_HIDDEN bci_nvrtc_api bci_nvrtc;
+
+/* Map a failed driver call to BC_ERR_CUDA with the statement and the driver's error name. */
+#define BCI_CU(ctx, call)                                                                              \
+  do {                                                                                                 \
+    CUresult bci_r_ = (call);                                                                          \
+    if (bci_r_ != CUDA_SUCCESS) {                                                                      \
+      const char *bci_n_ = "?", *bci_m_ = "?";                                                         \
+      if (bci_cu.GetErrorName) bci_cu.GetErrorName(bci_r_, &bci_n_);                                   \
+      if (bci_cu.GetErrorString) bci_cu.GetErrorString(bci_r_, &bci_m_);                               \
+      return bci_fail((ctx), BC_ERR_CUDA, "%s failed: %s (%d): %s", #call, bci_n_, (int)bci_r_, bci_m_); \
+    }                                                                                                  \
+  } while (0)
+#endif

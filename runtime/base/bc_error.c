@@ -1,0 +1,63 @@
+/* base/bc_error.c: status names, the context's last-error message, dtype facts, counters. */
+#include <string.h>
+
+#include "base/bc_base.h"
+
+const char *bc_status_string(bc_status s) {
+  switch (s) {
+  case BC_OK: return "BC_OK";
+  case BC_ERR_ARG: return "BC_ERR_ARG";
+  case BC_ERR_SPEC: return "BC_ERR_SPEC";
+  case BC_ERR_UNSUPPORTED: return "BC_ERR_UNSUPPORTED";
+  case BC_ERR_NOMEM: return "BC_ERR_NOMEM";
+  case BC_ERR_CUDA: return "BC_ERR_CUDA";
+  case BC_ERR_NVRTC: return "BC_ERR_NVRTC";
+  case BC_ERR_NCCL: return "BC_ERR_NCCL";
+  case BC_ERR_UNAVAILABLE: return "BC_ERR_UNAVAILABLE";
+  case BC_ERR_INTERNAL: return "BC_ERR_INTERNAL";
+  }
+  return "BC_ERR_UNKNOWN";
+}
+
+const char *bc_dtype_name(bc_dtype t) {
+  switch (t) {
+  case BC_FP32: return "fp32";
+  case BC_BF16: return "bf16";
+  case BC_FP16: return "fp16";
+  }
+  return "unknown";
+}
+
+size_t bc_dtype_size(bc_dtype t) {
+  switch (t) {
+  case BC_FP32: return 4;
+  case BC_BF16: return 2;
+  case BC_FP16: return 2;
+  }
+  return 0;
+}
+
+bc_status bci_fail(bc_ctx *ctx, bc_status s, const char *fmt, ...) {
+  if (ctx) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
+    va_end(ap);
+  }
+  return s;
+}
+
+void bci_clear_error(bc_ctx *ctx) {
+  if (ctx) ctx->err[0] = 0;
+}
+
+const char *bc_last_error(const bc_ctx *ctx) {
+  if (!ctx) return "ctx is NULL: create one with bc_ctx_create()";
+  return ctx->err;
+}
+
+void bc_get_stats(const bc_ctx *ctx, bc_stats *out) {
+  if (!out) return;
+  memset(out, 0, sizeof *out);
+  if (ctx) *out = ctx->stats;
+}

@@ -1,0 +1,112 @@
+/* jit/bc_jit.h: from a kernel's name to a loaded kernel: the embedded Lua generator (bc_lua.c),
+ * NVRTC (bc_nvrtc.c), the AOT archive (bc_aot.c), the disk cache (bc_cache.c) and the kernel
+ * registry with its launch (bc_kernel.c). Stands on fmt/ and base/ only. Nothing here is public. */
+#ifndef BC_JIT_H
+#define BC_JIT_H
+
+#include "fmt/bc_fmt.h"
+
+/* ---- kernels (bc_kernel.c) ---- */
+typedef struct bci_launch {
+  int threads, unroll, blocks_per_sm, tile_rows, tile_cols, col_vec, vec, min_blocks;
+  int smem; /* dynamic shared memory bytes per block */
+} bci_launch;
+
+typedef struct bci_kernel {
+  char name[128];
+  char arch[16];
+  bci_launch launch;
+  void *library; /* CUlibrary */
+  void *func;    /* CUkernel, usable as CUfunction */
+  int smem_attr; /* the dynamic shared memory the kernel may use so far (48 KiB, or what was set) */
+} bci_kernel;
+
+/* Find (AOT -> compile) and load the kernel `name` for the current device. */
+BCI_HIDDEN bc_status bci_kernel_get(bc_ctx *ctx, const char *name, const bci_kernel **out);
+BCI_HIDDEN bc_status bci_kernel_launch(bc_ctx *ctx, const bci_kernel *k, unsigned gx, unsigned gy, unsigned gz,
+                                       unsigned bx, void *stream, void **params);
+/* The same with `smem` bytes of dynamic shared memory instead of the launch's own (a kernel whose
+ * layout has an optional part, e.g. the staged rows of unaligned outputs of block quantize). */
+BCI_HIDDEN bc_status bci_kernel_launch_smem(bc_ctx *ctx, const bci_kernel *k, unsigned gx, unsigned gy, unsigned gz,
+                                            unsigned bx, int smem, void *stream, void **params);
+BCI_HIDDEN void bci_kernels_free(bc_ctx *ctx);
+
+/* the context's loaded kernels (ctx->kmap) */
+typedef struct bci_kmap_entry {
+  char key[160];
+  bci_kernel *k;
+} bci_kmap_entry;
+
+/* ---- disk cache (bc_cache.c) ---- */
+BCI_HIDDEN bc_status bci_cache_dir(bc_ctx *ctx, char *out, size_t n);
+BCI_HIDDEN void bci_cache_key(const char *src, size_t len, const char *const *opts, int nopts, const char *compiler,
+                              char out[65]);
+BCI_HIDDEN int bci_cache_read(bc_ctx *ctx, const char *key, void **out, size_t *len);
+BCI_HIDDEN void bci_cache_write(bc_ctx *ctx, const char *key, const void *data, size_t len);
+BCI_HIDDEN size_t bci_cache_scan(const char *dir, size_t *files, uint64_t *bytes, uint64_t cap);
+BCI_HIDDEN void bci_cache_foreach(const char *dir, void (*fn)(const char *path, const char *name, void *user), void *user);
+BCI_HIDDEN uint64_t bci_cache_cap(void);
+
+/* ---- NVRTC (bc_nvrtc.c) ---- */
+#define BCI_NVRTC_NOPTS 8
+/* The NVRTC target for a device arch: the arch itself when NVRTC knows it, else PTX
+ * (compute_XX) for the newest arch NVRTC knows. */
+BCI_HIDDEN bc_status bci_jit_target(bc_ctx *ctx, const char *device_arch, char target[24]);
+/* NVRTC loaded: the options of every compile and cache key (how many; at most BCI_NVRTC_NOPTS) */
+BCI_HIDDEN int bci_nvrtc_options(const char *target, char archopt[64], const char *opts[BCI_NVRTC_NOPTS]);
+BCI_HIDDEN const char *bci_fast_compile_option(void);
+/* opts[0..n) joined by spaces into buf (truncated to size), for reports */
+BCI_HIDDEN void bci_join_options(const char *const *opts, int n, char *buf, size_t size);
+/* "nvrtc 13.0 archs sm_75 ... sm_120" */
+BCI_HIDDEN bc_status bci_nvrtc_fingerprint(bc_ctx *ctx, char *out, size_t n);
+/* generate + cache or compile: the image of kernel `name` for NVRTC target `target` */
+BCI_HIDDEN bc_status bci_kernel_image(bc_ctx *ctx, const char *name, const char *target, void **image, size_t *len,
+                                      bci_launch *launch);
+BCI_HIDDEN bc_status bci_nvrtc_compile(bc_ctx *ctx, const char *name, const char *src, const char *arch,
+                                       void **out, size_t *out_len);
+BCI_HIDDEN bc_status bci_nvrtc_version(bc_ctx *ctx, int *major, int *minor);
+
+/* ---- Lua generator (bc_lua.c) ---- */
+BCI_HIDDEN bc_status bci_lua_open(bc_ctx *ctx, char *err, size_t errsz);
+BCI_HIDDEN void bci_lua_close(bc_ctx *ctx);
+BCI_HIDDEN bc_status bci_lua_load_spec(bc_ctx *ctx, const char *path, const char *text, size_t len,
+                                       const bc_format **out);
+BCI_HIDDEN bc_status bci_lua_kernel_names(bc_ctx *ctx, const char *arch, const char *format,
+                                          void (*fn)(const char *, void *), void *user);
+BCI_HIDDEN bc_status bci_lua_generate(bc_ctx *ctx, const char *kernel, const char *arch, char **out, size_t *len);
+BCI_HIDDEN bc_status bci_lua_launch(bc_ctx *ctx, const char *kernel, const char *arch, bci_launch *out);
+BCI_HIDDEN bc_status bci_lua_spec_hash(bc_ctx *ctx, const char *kernel, char hash[65]);
+
+/* embedded sources (generated build/gen/embed.c) */
+typedef struct bci_embedded_file {
+  const char *path;
+  const char *text;
+  size_t len;
+} bci_embedded_file;
+extern const bci_embedded_file bci_embedded_files[];
+extern const size_t bci_embedded_count;
+
+/* ---- AOT archive (bc_aot.c) ---- */
+/* Archive: "BCAOT004", u32 count, entries { u16 name_len, name, u16 arch_len, arch,
+ * char[65] spec hash, char[65] cache key, bci_launch (9 x i32), u64 size, u8[32] sha256, payload }. */
+typedef struct bci_aot_entry {
+  const char *name;
+  const char *arch;
+  const char *spec_hash;
+  const char *key; /* the disk-cache key of the entry's source and options */
+  bci_launch launch;
+  const void *data;
+  size_t size;
+} bci_aot_entry;
+BCI_HIDDEN bc_status bci_aot_index(bc_ctx *ctx);
+/* Parse an archive in [p, end); *out (malloc'ed) points into it. Bad data -> an error, never a crash. */
+BCI_HIDDEN bc_status bci_aot_parse(bc_ctx *ctx, const unsigned char *p, const unsigned char *end, bci_aot_entry **out,
+                                   size_t *count);
+BCI_HIDDEN const bci_aot_entry *bci_aot_find(bc_ctx *ctx, const char *name, const char *arch);
+BCI_HIDDEN size_t bci_aot_count(bc_ctx *ctx);
+BCI_HIDDEN const bci_aot_entry *bci_aot_at(bc_ctx *ctx, size_t i);
+BCI_HIDDEN void bci_aot_free(bc_ctx *ctx);
+extern const unsigned char bci_aot_blob[];
+extern const unsigned char bci_aot_blob_end[];
+
+#endif
