@@ -21,7 +21,7 @@ case "$cmd" in
 esac
 
 # ---- dependencies ----------------------------------------------------------------------------
-pkgs=(lua5.4 liblua5.4-dev make gcc libc6-dev perl binutils)
+pkgs=(lua5.4 liblua5.4-dev make gcc libc6-dev perl binutils python3 python3-numpy)
 [ "$cmd" = fuzz ] && pkgs+=(clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do

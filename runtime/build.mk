@@ -39,7 +39,7 @@ BENCH_SRCS = $(wildcard tests/bench/*.c)
 FUZZ_BINS  = $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 BENCH_BINS = $(BENCH_SRCS:tests/bench/%.c=$(B)/bench/%)
 
-all: $(B)/lib/libblockcast.a $(B)/lib/libblockcast.so $(B)/bin/blockcast $(TEST_BINS) $(TEST_SHT) $(TEST_PLT) $(BENCH_BINS)
+all: $(B)/lib/libblockcast.a $(B)/lib/libblockcast.so $(B)/bin/blockcast $(B)/python/.staged $(TEST_BINS) $(TEST_SHT) $(TEST_PLT) $(BENCH_BINS)
 
 # the sanitizer tier (SAN_FLAGS set, AOT_BLOB from the main build): library and C tests only
 san: $(B)/lib/libblockcast.a $(TEST_BINS) $(TEST_PLT)
@@ -92,6 +92,14 @@ $(B)/lib/libblockcast.so: $(LIB_OBJS) $(B)/obj/jit/aot.o $(B)/obj/jit/bc_lua_shi
 	  $(LIB_OBJS) $(B)/obj/jit/aot.o $(B)/obj/jit/bc_lua_shim.o $(LUA_LIB) $(SYSLIBS)
 	@ln -sf libblockcast.so $(B)/lib/libblockcast.so.0
 	@echo "built $@"
+
+# the Python package with the shared library inside it, for `pip install build/python`
+PY_SRCS = runtime/python/pyproject.toml $(wildcard runtime/python/blockcast/*.py)
+$(B)/python/.staged: $(PY_SRCS) $(B)/lib/libblockcast.so
+	@rm -rf $(B)/python && mkdir -p $(B)/python/blockcast/lib
+	@cp runtime/python/pyproject.toml $(B)/python/ && cp runtime/python/blockcast/*.py $(B)/python/blockcast/
+	@cp $(B)/lib/libblockcast.so $(B)/python/blockcast/lib/libblockcast.so.0
+	@touch $@
 
 $(B)/bin/blockcast: $(B)/obj/cli.o $(B)/lib/libblockcast.a | $(B)/bin
 	@$(CC) $(SAN_FLAGS) -o $@ $(B)/obj/cli.o $(B)/lib/libblockcast.a $(SYSLIBS)

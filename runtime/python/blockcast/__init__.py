@@ -1,0 +1,31 @@
+"""blockcast: low-precision formats for training (FP8 per tensor and in blocks, MXFP8, MXFP4,
+NVFP4, and any format written as a spec) on torch tensors.
+
+    import torch, blockcast as bc
+    fmt = bc.format("mxfp8_e4m3")
+    q = bc.quantize(x, fmt, rowwise=True, columnwise=True)   # x: a CUDA bf16/fp16/fp32 tensor
+    y = bc.dequantize(q, "rowwise")                           # bf16, same shape as x's 2D view
+
+GPU operations take CUDA tensors and run on the current stream; blockcast.ref runs the CPU
+reference on numpy arrays or CPU tensors. A failed call raises BlockcastError with the
+library's status and message.
+"""
+from ._capi import BlockcastError, library_path
+from .core import Format, Layout, QuantizedTensor, formats, get_format as format, layout, load_spec
+from . import ref
+
+__version__ = "0.1.0"
+__all__ = ["BlockcastError", "Format", "Layout", "QuantizedTensor", "format", "formats", "layout", "load_spec", "ref",
+           "amax", "compute_scale", "quantize", "quantize_cast", "dequantize", "scale_swizzle", "library_path"]
+
+try:
+    import torch as _torch
+except ImportError:  # the CPU reference with numpy needs no torch
+    _torch = None
+
+if _torch is not None:
+    from .ops import amax, compute_scale, dequantize, quantize, quantize_cast, scale_swizzle
+else:
+    def _needs_torch(*a, **k):
+        raise ImportError("blockcast's GPU operations take torch tensors: install torch (blockcast.ref works with numpy)")
+    amax = compute_scale = dequantize = quantize = quantize_cast = scale_swizzle = _needs_torch

@@ -1,0 +1,246 @@
+"""Formats, layouts, quantized-tensor results and the array adapters shared by the GPU
+operations (blockcast.ops) and the CPU reference (blockcast.ref)."""
+import ctypes
+import dataclasses
+import functools
+import typing
+
+from . import _capi as C
+from ._capi import BlockcastError
+
+try:  # numpy and torch are both optional here: the reference works with either
+    import numpy as np
+except ImportError:  # pragma: no cover
+    np = None
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+
+def _s(b):
+    return b.decode() if b is not None else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Format:
+    """A quantization format: an immutable, hashable value (a constant to torch.compile).
+    It holds no stream, communicator or pointer; the library's format is found by name."""
+    name: str
+    element: str
+    element_bits: int
+    element_max: float
+    block: str              # "tensor", "1d" or "2d"
+    block_rows: int
+    block_cols: int
+    scale_type: str         # "fp32", "e8m0", "ue4m3": the type of the scale_inv entries
+    scale_rule: str         # "amax", "rceil", "floor", "two_level"
+    scale_bytes: int
+    has_rowwise: bool
+    has_columnwise: bool
+    columnwise_transposed: bool
+    two_level: bool
+    stochastic_rounding: bool
+    spec_file: str
+    description: str = dataclasses.field(compare=False, repr=False)
+
+    @property
+    def per_tensor(self):
+        return self.block == "tensor"
+
+    def __str__(self):
+        return self.name
+
+
+_handles = {}  # format name -> bc_format pointer in the process's context
+
+
+def _format_from_handle(h):
+    info = C.FormatInfo()
+    C.call(C.bc_format_get_info, h, ctypes.byref(info))
+    f = Format(name=_s(info.name), element=_s(info.element), element_bits=info.element_bits,
+               element_max=float(info.element_max), block=C.BLOCK_KINDS[info.block], block_rows=info.block_rows,
+               block_cols=info.block_cols, scale_type=_s(info.scale_type), scale_rule=_s(info.scale_rule),
+               scale_bytes=info.scale_bytes, has_rowwise=bool(info.has_rowwise),
+               has_columnwise=bool(info.has_columnwise), columnwise_transposed=bool(info.columnwise_transposed),
+               two_level=bool(info.two_level), stochastic_rounding=bool(info.stochastic_rounding),
+               spec_file=_s(info.spec_file), description=_s(info.description))
+    _handles[f.name] = h
+    _by_name[f.name] = f
+    return f
+
+
+_by_name = {}  # name -> Format (a plain dict: torch.compile traces lookups in it)
+
+
+def get_format(name):
+    """The format called `name` (a built-in spec or one loaded earlier); a Format is returned as is."""
+    if isinstance(name, Format):
+        return name
+    f = _by_name.get(name)
+    if f is not None:
+        return f
+    if not isinstance(name, str):
+        raise BlockcastError("BC_ERR_ARG", f"format: expected a format name (str) or a blockcast.Format, got {type(name).__name__}")
+    h = ctypes.c_void_p()
+    C.call(C.bc_format_get, name.encode(), ctypes.byref(h))
+    return _format_from_handle(h)
+
+
+def formats():
+    """Every format the library knows, in load order."""
+    with C.lock:
+        n = C.bc_format_count(C.ctx)
+        hs = [C.bc_format_at(C.ctx, i) for i in range(n)]
+    return [_format_from_handle(h) for h in hs]
+
+
+def load_spec(path):
+    """Load a format spec file (validated now; its kernels are generated and compiled when first used)."""
+    h = ctypes.c_void_p()
+    C.call(C.bc_format_load, str(path).encode(), ctypes.byref(h))
+    return _format_from_handle(h)
+
+
+def handle(fmt):
+    f = get_format(fmt)
+    h = _handles.get(f.name)
+    if h is None:  # a Format made by hand: find the library's format of that name
+        h = _handles[get_format(f.name).name]
+    return f, h
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """The buffers of one direction of a quantized [rows, cols] tensor (bc_qtensor_layout)."""
+    data_rows: int
+    data_cols: int          # elements (a 4-bit row of data_cols elements is data_cols // 2 bytes)
+    data_bytes: int
+    scale_rows: int
+    scale_cols: int
+    scale_valid_rows: int
+    scale_valid_cols: int
+    scale_elem_bytes: int
+    scale_bytes: int
+
+
+def direction_code(direction):
+    if direction in ("rowwise", C.BC_ROWWISE):
+        return C.BC_ROWWISE
+    if direction in ("columnwise", C.BC_COLUMNWISE):
+        return C.BC_COLUMNWISE
+    raise BlockcastError("BC_ERR_ARG", f"direction is {direction!r}; expected 'rowwise' or 'columnwise'")
+
+
+@functools.lru_cache(maxsize=4096)
+def _layout(name, rows, cols, d, swizzled):
+    _, h = handle(name)
+    out = C.QLayout()
+    C.call(C.bc_qtensor_layout, h, rows, cols, d, 1 if swizzled else 0, ctypes.byref(out))
+    return Layout(out.data_rows, out.data_cols, out.data_bytes, out.scale_rows, out.scale_cols,
+                  out.scale_valid_rows, out.scale_valid_cols, out.scale_elem_bytes, out.scale_bytes)
+
+
+def layout(fmt, rows, cols, direction="rowwise", swizzled=False):
+    """The exact buffers of one direction: data [data_rows, data_cols] elements, scales
+    [scale_rows, scale_cols] entries (swizzled: the 128x4 GEMM layout of the same entries)."""
+    f = get_format(fmt)
+    return _layout(f.name, int(rows), int(cols), direction_code(direction), bool(swizzled))
+
+
+class QuantizedTensor(typing.NamedTuple):
+    """The result of a quantize: an immutable named tuple; absent directions are None. Data and scale tensors
+    carry the dtype that fits (torch.float8_e4m3fn / float8_e5m2 / float4_e2m1fn_x2 or uint8;
+    scales float32 / float8_e8m0fnu / float8_e4m3fn), or uint8 / float32 numpy arrays in the
+    CPU reference with numpy inputs."""
+    format: Format
+    shape: tuple            # the logical (rows, cols)
+    rowwise_data: object = None
+    rowwise_scale_inv: object = None
+    columnwise_data: object = None
+    columnwise_scale_inv: object = None
+    amax: object = None     # per-tensor and two-level formats: fp32[1]
+    scale: object = None    # per-tensor formats: fp32[1]
+    scale_swizzled: bool = False
+
+    def data(self, direction="rowwise"):
+        return self.rowwise_data if direction_code(direction) == C.BC_ROWWISE else self.columnwise_data
+
+    def scale_inv(self, direction="rowwise"):
+        return self.rowwise_scale_inv if direction_code(direction) == C.BC_ROWWISE else self.columnwise_scale_inv
+
+
+# ---- element and scale dtypes ----------------------------------------------------------------
+
+_TORCH_DT = {}
+if torch is not None:
+    _TORCH_DT = {torch.float32: C.BC_FP32, torch.bfloat16: C.BC_BF16, torch.float16: C.BC_FP16}
+
+
+def torch_data_dtype(f):
+    """The torch dtype of a format's data: fp8 elements as float8, e2m1 as float4_e2m1fn_x2."""
+    if f.element == "e4m3" and hasattr(torch, "float8_e4m3fn"):
+        return torch.float8_e4m3fn
+    if f.element == "e5m2" and hasattr(torch, "float8_e5m2"):
+        return torch.float8_e5m2
+    if f.element == "e2m1" and hasattr(torch, "float4_e2m1fn_x2"):
+        return torch.float4_e2m1fn_x2
+    return torch.uint8
+
+
+def torch_scale_dtype(f):
+    if f.per_tensor or f.scale_type == "fp32":
+        return torch.float32
+    if f.scale_type == "e8m0" and hasattr(torch, "float8_e8m0fnu"):
+        return torch.float8_e8m0fnu
+    if f.scale_type == "ue4m3" and hasattr(torch, "float8_e4m3fn"):
+        return torch.float8_e4m3fn
+    return torch.uint8
+
+
+def data_shape(f, lay):
+    """Shape of the data buffer in its dtype's units: 4-bit data packs two elements a byte."""
+    if f.element_bits == 4:
+        return (lay.data_rows, lay.data_bytes // max(lay.data_rows, 1))
+    return (lay.data_rows, lay.data_cols)
+
+
+def scale_shape(f, lay):
+    return (1,) if f.per_tensor else (lay.scale_rows, lay.scale_cols)
+
+
+def flat2d(x, fn, arg, is_torch):
+    """(rows, cols, row_stride) of x seen as a 2D matrix: leading dims flattened (they must be
+    collapsible without a copy), the last dim contiguous."""
+    shape = tuple(x.shape)
+    if len(shape) == 0:
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg} is a scalar; expected a tensor of at least one dimension")
+    if is_torch:
+        strides = x.stride()
+        esize = 1
+    else:
+        esize = x.itemsize
+        strides = tuple(s // esize for s in x.strides)
+    cols = shape[-1]
+    if 0 in shape:
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg} has shape {shape}, with no elements; expected at least one "
+                             "row and one column")
+    if len(shape) > 1 and cols > 1 and strides[-1] != 1:
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg} has strides {tuple(strides)}: its last dimension must be "
+                             f"contiguous (stride 1); pass {arg}.contiguous()")
+    rows = 1
+    for s in shape[:-1]:
+        rows *= s
+    lead = [(shape[i], strides[i]) for i in range(len(shape) - 1) if shape[i] > 1]
+    if not lead:
+        return rows, cols, cols
+    # leading dims must step by whole rows (outer stride == inner stride * inner size)
+    for (n0, s0), (n1, s1) in zip(lead, lead[1:]):
+        if s0 != s1 * n1:
+            raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg} has shape {shape} and strides {tuple(strides)}: its "
+                                 f"leading dimensions cannot be flattened into rows without a copy; pass {arg}.contiguous()")
+    ld = lead[-1][1]
+    if ld < cols:
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg} has shape {shape} and strides {tuple(strides)}: its rows "
+                             f"overlap (row stride {ld} < {cols} columns); pass {arg}.contiguous()")
+    return rows, cols, ld

@@ -1,0 +1,353 @@
+"""The GPU operations on torch CUDA tensors: amax, compute_scale, quantize, quantize_cast,
+dequantize, scale_swizzle. Each runs on the tensor's device and the current CUDA stream,
+allocates its outputs with torch, and raises BlockcastError with the library's message.
+
+Every operation is also a torch custom op (torch.ops.blockcast.*, with fake implementations
+that give the exact output shapes and dtypes), which is what torch.compile sees; in eager mode
+the functions below call the library directly, without the dispatcher's overhead."""
+import ctypes
+
+import torch
+
+from . import _capi as C
+from ._capi import BlockcastError
+from .core import (QuantizedTensor, _TORCH_DT, _layout, data_shape, direction_code, flat2d, get_format, handle,
+                   scale_shape, torch_data_dtype, torch_scale_dtype)
+
+_EMPTY_SHAPE = (0,)
+
+
+def _check_cuda(fn, arg, x):
+    if not isinstance(x, torch.Tensor):
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg} is a {type(x).__name__}; expected a torch.Tensor on a CUDA device")
+    if x.device.type != "cuda":
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg} is on {x.device}; blockcast.{fn} takes CUDA tensors "
+                             f"(blockcast.ref.{fn} runs the CPU reference on CPU tensors)")
+
+
+def _hp(fn, x):
+    """ctypes bc_tensor of a high-precision CUDA tensor (leading dims flattened)."""
+    _check_cuda(fn, "x", x)
+    dt = _TORCH_DT.get(x.dtype)
+    if dt is None:
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: x has dtype {x.dtype}; expected torch.float32, torch.bfloat16 or torch.float16")
+    rows, cols, ld = flat2d(x, fn, "x", True)
+    return C.Tensor(x.data_ptr(), dt, rows, cols, ld)
+
+
+def _fp32_1(fn, arg, t):
+    _check_cuda(fn, arg, t)
+    if t.dtype != torch.float32 or t.numel() < 1:
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg} is {t.dtype}[{t.numel()}]; expected a float32 CUDA tensor of one element")
+    return t.data_ptr()
+
+
+def _stream(dev):
+    return torch.cuda.current_stream(dev).cuda_stream
+
+
+class _on_device:
+    """Make x's device current for the call (the library launches on the current context)."""
+    __slots__ = ("dev", "prev")
+
+    def __init__(self, dev):
+        self.dev = dev
+
+    def __enter__(self):
+        self.prev = torch.cuda.current_device()
+        if self.dev.index is not None and self.dev.index != self.prev:
+            torch.cuda.set_device(self.dev.index)
+        else:
+            self.prev = None
+
+    def __exit__(self, *a):
+        if self.prev is not None:
+            torch.cuda.set_device(self.prev)
+
+
+def _dirs(fn, f, rowwise, columnwise):
+    if not rowwise and not columnwise:
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: neither rowwise nor columnwise asked for; ask for at least one direction")
+    if rowwise and not f.has_rowwise:
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: format '{f.name}' has no rowwise direction")
+    if columnwise and not f.has_columnwise:
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: format '{f.name}' has no columnwise direction")
+
+
+# ---- implementations (eager) -----------------------------------------------------------------
+
+def _amax_impl(x):
+    t = _hp("amax", x)
+    out = torch.empty(1, dtype=torch.float32, device=x.device)
+    with _on_device(x.device):
+        C.call(C.bc_amax, ctypes.byref(t), out.data_ptr(), _stream(x.device))
+    return out
+
+
+def _compute_scale_impl(name, amax):
+    f, h = handle(name)
+    p = _fp32_1("compute_scale", "amax", amax)
+    scale = torch.empty(1, dtype=torch.float32, device=amax.device)
+    scale_inv = torch.empty(1, dtype=torch.float32, device=amax.device)
+    with _on_device(amax.device):
+        C.call(C.bc_compute_scale, h, p, scale.data_ptr(), scale_inv.data_ptr(), _stream(amax.device))
+    return scale, scale_inv
+
+
+def _alloc_dirs(f, rows, cols, rowwise, columnwise, swizzled, dev):
+    out = []
+    for want, d in ((rowwise, C.BC_ROWWISE), (columnwise, C.BC_COLUMNWISE)):
+        if want:
+            lay = _layout(f.name, rows, cols, d, swizzled)
+            out.append(torch.empty(data_shape(f, lay), dtype=torch_data_dtype(f), device=dev))
+            out.append(torch.empty(scale_shape(f, lay), dtype=torch_scale_dtype(f), device=dev))
+        else:
+            out += [torch.empty(_EMPTY_SHAPE, dtype=torch.uint8, device=dev),
+                    torch.empty(_EMPTY_SHAPE, dtype=torch.uint8, device=dev)]
+    return out
+
+
+def _cast(fn, x, name, rowwise, columnwise, swizzled, sr, seed, offset, scale, amax):
+    """quantize (scale and amax None: computed here) or quantize_cast (given). Returns the four
+    direction tensors (empty for an absent direction) and the amax / scale written here."""
+    f, h = handle(name)
+    t = _hp(fn, x)
+    _dirs(fn, f, rowwise, columnwise)
+    dev = x.device
+    rd, rs, cd, cs = _alloc_dirs(f, t.rows, t.cols, rowwise, columnwise, swizzled, dev)
+    q = C.QTensor(h, t.rows, t.cols)
+    if rowwise:
+        q.rowwise_data, q.rowwise_scale_inv = rd.data_ptr(), rs.data_ptr()
+    if columnwise:
+        q.columnwise_data, q.columnwise_scale_inv = cd.data_ptr(), cs.data_ptr()
+    q.scale_swizzled = 1 if swizzled else 0
+    q.stochastic_rounding = 1 if sr else 0
+    q.sr_seed, q.sr_offset = seed, offset
+    new_amax = new_scale = None
+    if fn == "quantize":
+        if f.per_tensor or f.two_level:
+            new_amax = torch.empty(1, dtype=torch.float32, device=dev)
+            q.amax = new_amax.data_ptr()
+        if f.per_tensor:
+            new_scale = torch.empty(1, dtype=torch.float32, device=dev)
+            q.scale = new_scale.data_ptr()
+    else:
+        if f.per_tensor:
+            if scale is None:
+                raise BlockcastError("BC_ERR_ARG", f"quantize_cast: format '{f.name}' is scaled per tensor: pass "
+                                     "scale= (a float32 CUDA tensor of one element)")
+            q.scale = _fp32_1(fn, "scale", scale)
+        if f.two_level:
+            if amax is None:
+                raise BlockcastError("BC_ERR_ARG", f"quantize_cast: format '{f.name}' has a per-tensor second "
+                                     "level: pass amax= (the global amax, a float32 CUDA tensor of one element)")
+            q.amax = _fp32_1(fn, "amax", amax)
+    with _on_device(dev):
+        C.call(C.bc_quantize if fn == "quantize" else C.bc_quantize_cast, ctypes.byref(t), ctypes.byref(q), _stream(dev))
+    return rd, rs, cd, cs, new_amax, new_scale
+
+
+def _check_buf(fn, arg, t, nbytes):
+    _check_cuda(fn, arg, t)
+    if not t.is_contiguous():
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg} is not contiguous; quantized buffers are dense (pass .contiguous())")
+    have = t.numel() * t.element_size()
+    if have < nbytes:
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg} holds {have} bytes; this format and shape need {nbytes} "
+                             "(see blockcast.layout)")
+    return t.data_ptr()
+
+
+def _dequantize_impl(data, scale_inv, amax, name, rows, cols, d, swizzled, dtype):
+    f, h = handle(name)
+    if dtype not in _TORCH_DT:
+        raise BlockcastError("BC_ERR_ARG", f"dequantize: dtype is {dtype}; expected torch.float32, torch.bfloat16 or torch.float16")
+    lay = _layout(f.name, rows, cols, d, swizzled)
+    q = C.QTensor(h, rows, cols)
+    dp = _check_buf("dequantize", "data", data, lay.data_bytes)
+    sp = _check_buf("dequantize", "scale_inv", scale_inv, 4 if f.per_tensor else lay.scale_bytes)
+    if d == C.BC_ROWWISE:
+        q.rowwise_data, q.rowwise_scale_inv = dp, sp
+    else:
+        q.columnwise_data, q.columnwise_scale_inv = dp, sp
+    q.scale_swizzled = 1 if swizzled else 0
+    if f.two_level:
+        if amax is None:
+            raise BlockcastError("BC_ERR_ARG", f"dequantize: format '{f.name}' needs the global amax (q.amax)")
+        q.amax = _fp32_1("dequantize", "amax", amax)
+    out = torch.empty((lay.data_rows, lay.data_cols), dtype=dtype, device=data.device)
+    t = C.Tensor(out.data_ptr(), _TORCH_DT[dtype], lay.data_rows, lay.data_cols, lay.data_cols)
+    with _on_device(data.device):
+        C.call(C.bc_dequantize, ctypes.byref(q), d, ctypes.byref(t), _stream(data.device))
+    return out
+
+
+def _scale_swizzle_impl(src, name, rows, cols, d, from_swizzled):
+    f, h = handle(name)
+    if f.per_tensor:
+        raise BlockcastError("BC_ERR_ARG", f"scale_swizzle: format '{f.name}' has one scale per tensor: nothing to swizzle")
+    lay_in = _layout(f.name, rows, cols, d, bool(from_swizzled))
+    lay_out = _layout(f.name, rows, cols, d, not from_swizzled)
+    sp = _check_buf("scale_swizzle", "src", src, lay_in.scale_bytes)
+    out = torch.empty(scale_shape(f, lay_out), dtype=src.dtype if src.element_size() == f.scale_bytes
+                      else torch_scale_dtype(f), device=src.device)
+    with _on_device(src.device):
+        C.call(C.bc_scale_swizzle, h, rows, cols, d, sp, 1 if from_swizzled else 0, out.data_ptr(), _stream(src.device))
+    return out
+
+
+# ---- torch custom ops (what torch.compile sees) ----------------------------------------------
+
+def _fake_dirs(x, name, rowwise, columnwise, swizzled):
+    f = get_format(name)
+    rows, cols, _ = flat2d(x, "quantize", "x", True)
+    return _alloc_dirs(f, int(rows), int(cols), rowwise, columnwise, swizzled, x.device), f
+
+
+_lib_ok = hasattr(torch, "library") and hasattr(torch.library, "custom_op")
+if _lib_ok:
+    @torch.library.custom_op("blockcast::amax", mutates_args=())
+    def _op_amax(x: torch.Tensor) -> torch.Tensor:
+        return _amax_impl(x)
+
+    @_op_amax.register_fake
+    def _(x):
+        return x.new_empty(1, dtype=torch.float32)
+
+    @torch.library.custom_op("blockcast::compute_scale", mutates_args=())
+    def _op_compute_scale(fmt: str, amax: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return _compute_scale_impl(fmt, amax)
+
+    @_op_compute_scale.register_fake
+    def _(fmt, amax):
+        return amax.new_empty(1, dtype=torch.float32), amax.new_empty(1, dtype=torch.float32)
+
+    @torch.library.custom_op("blockcast::quantize", mutates_args=())
+    def _op_quantize(x: torch.Tensor, fmt: str, rowwise: bool, columnwise: bool, swizzled: bool,
+                     stochastic_rounding: bool, seed: int, offset: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
+                                                                                  torch.Tensor, torch.Tensor, torch.Tensor]:
+        rd, rs, cd, cs, a, s = _cast("quantize", x, fmt, rowwise, columnwise, swizzled, stochastic_rounding, seed,
+                                     offset, None, None)
+        e = torch.empty(_EMPTY_SHAPE, dtype=torch.float32, device=x.device)
+        return rd, rs, cd, cs, a if a is not None else e, s if s is not None else e.clone()
+
+    @_op_quantize.register_fake
+    def _(x, fmt, rowwise, columnwise, swizzled, stochastic_rounding, seed, offset):
+        (rd, rs, cd, cs), f = _fake_dirs(x, fmt, rowwise, columnwise, swizzled)
+        n_amax = 1 if (f.per_tensor or f.two_level) else 0
+        return (rd, rs, cd, cs, x.new_empty(n_amax, dtype=torch.float32),
+                x.new_empty(1 if f.per_tensor else 0, dtype=torch.float32))
+
+    @torch.library.custom_op("blockcast::quantize_cast", mutates_args=())
+    def _op_quantize_cast(x: torch.Tensor, fmt: str, scale: torch.Tensor | None, amax: torch.Tensor | None,
+                          rowwise: bool, columnwise: bool, swizzled: bool, stochastic_rounding: bool, seed: int,
+                          offset: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        return _cast("quantize_cast", x, fmt, rowwise, columnwise, swizzled, stochastic_rounding, seed, offset,
+                     scale, amax)[:4]
+
+    @_op_quantize_cast.register_fake
+    def _(x, fmt, scale, amax, rowwise, columnwise, swizzled, stochastic_rounding, seed, offset):
+        return tuple(_fake_dirs(x, fmt, rowwise, columnwise, swizzled)[0])
+
+    @torch.library.custom_op("blockcast::dequantize", mutates_args=())
+    def _op_dequantize(data: torch.Tensor, scale_inv: torch.Tensor, amax: torch.Tensor | None, fmt: str, rows: int,
+                       cols: int, direction: int, swizzled: bool, dtype: torch.dtype) -> torch.Tensor:
+        return _dequantize_impl(data, scale_inv, amax, fmt, rows, cols, direction, swizzled, dtype)
+
+    @_op_dequantize.register_fake
+    def _(data, scale_inv, amax, fmt, rows, cols, direction, swizzled, dtype):
+        lay = _layout(get_format(fmt).name, int(rows), int(cols), direction, swizzled)
+        return data.new_empty((lay.data_rows, lay.data_cols), dtype=dtype)
+
+    @torch.library.custom_op("blockcast::scale_swizzle", mutates_args=())
+    def _op_scale_swizzle(src: torch.Tensor, fmt: str, rows: int, cols: int, direction: int,
+                          from_swizzled: bool) -> torch.Tensor:
+        return _scale_swizzle_impl(src, fmt, rows, cols, direction, from_swizzled)
+
+    @_op_scale_swizzle.register_fake
+    def _(src, fmt, rows, cols, direction, from_swizzled):
+        f = get_format(fmt)
+        lay = _layout(f.name, int(rows), int(cols), direction, not from_swizzled)
+        return src.new_empty(scale_shape(f, lay), dtype=src.dtype if src.element_size() == f.scale_bytes
+                             else torch_scale_dtype(f))
+
+
+def _compiling():
+    return _lib_ok and torch.compiler.is_compiling()
+
+
+# ---- public functions --------------------------------------------------------------------------
+
+def amax(x):
+    """max |x| over the tensor (NaN ignored): a float32 CUDA tensor of one element."""
+    return torch.ops.blockcast.amax(x) if _compiling() else _amax_impl(x)
+
+
+def compute_scale(fmt, amax):
+    """(scale, scale_inv) from a device amax by the format's per-tensor scale rule."""
+    f = get_format(fmt)
+    return torch.ops.blockcast.compute_scale(f.name, amax) if _compiling() else _compute_scale_impl(f.name, amax)
+
+
+def _result(f, x, r, rowwise, columnwise, swizzled, amax, scale):
+    rows, cols, _ = flat2d(x, "quantize", "x", True)
+    return QuantizedTensor(f, (rows, cols), r[0] if rowwise else None, r[1] if rowwise else None,
+                           r[2] if columnwise else None, r[3] if columnwise else None, amax, scale, bool(swizzled))
+
+
+def quantize(x, fmt, *, rowwise=True, columnwise=False, swizzled=False, stochastic_rounding=False, seed=0, offset=0):
+    """Quantize x (a CUDA float32 / bfloat16 / float16 tensor, leading dims flattened into rows)
+    into every asked direction in one read: current scaling for per-tensor formats (amax and
+    scale computed here), block scales for block formats, the global amax for two-level
+    formats (NVFP4). swizzled: block scales in the 128x4 GEMM layout. Returns a QuantizedTensor."""
+    f = get_format(fmt)
+    if _compiling():
+        r = torch.ops.blockcast.quantize(x, f.name, rowwise, columnwise, swizzled, stochastic_rounding, seed, offset)
+        a = r[4] if (f.per_tensor or f.two_level) else None
+        s = r[5] if f.per_tensor else None
+    else:
+        r = _cast("quantize", x, f.name, rowwise, columnwise, swizzled, stochastic_rounding, seed, offset, None, None)
+        a, s = r[4], r[5]
+    return _result(f, x, r, rowwise, columnwise, swizzled, a, s)
+
+
+def quantize_cast(x, fmt, *, scale=None, amax=None, rowwise=True, columnwise=False, swizzled=False,
+                  stochastic_rounding=False, seed=0, offset=0):
+    """Quantize with a given scale (per-tensor formats: scale=, e.g. delayed scaling or an
+    all-reduced amax) or a given global amax (two-level formats: amax=). Block formats compute
+    their block scales as quantize does."""
+    f = get_format(fmt)
+    if _compiling():
+        r = torch.ops.blockcast.quantize_cast(x, f.name, scale, amax, rowwise, columnwise, swizzled,
+                                              stochastic_rounding, seed, offset)
+    else:
+        r = _cast("quantize_cast", x, f.name, rowwise, columnwise, swizzled, stochastic_rounding, seed, offset,
+                  scale, amax)
+    return _result(f, x, r, rowwise, columnwise, swizzled, amax if f.two_level else None,
+                   scale if f.per_tensor else None)
+
+
+def dequantize(q, direction="rowwise", dtype=None):
+    """One direction of a QuantizedTensor back to high precision (default bfloat16). Its shape
+    is the direction's data shape: [rows, cols], or [cols, rows] for transposed columnwise data."""
+    dtype = torch.bfloat16 if dtype is None else dtype
+    d = direction_code(direction)
+    data, sc = (q.rowwise_data, q.rowwise_scale_inv) if d == C.BC_ROWWISE else (q.columnwise_data, q.columnwise_scale_inv)
+    if data is None or sc is None:
+        raise BlockcastError("BC_ERR_ARG", f"dequantize: q has no {direction} data; quantize with "
+                             f"{'rowwise' if d == C.BC_ROWWISE else 'columnwise'}=True")
+    f = q.format
+    rows, cols = q.shape
+    if _compiling():
+        return torch.ops.blockcast.dequantize(data, sc, q.amax, f.name, rows, cols, d, q.scale_swizzled, dtype)
+    return _dequantize_impl(data, sc, q.amax, f.name, rows, cols, d, q.scale_swizzled, dtype)
+
+
+def scale_swizzle(fmt, rows, cols, src, direction="rowwise", from_swizzled=False):
+    """Convert one direction's block scales between the compact layout and the 128x4 GEMM
+    swizzle (from_swizzled=False: compact -> swizzled). Padding is written as zeros."""
+    f = get_format(fmt)
+    d = direction_code(direction)
+    if _compiling():
+        return torch.ops.blockcast.scale_swizzle(src, f.name, rows, cols, d, bool(from_swizzled))
+    return _scale_swizzle_impl(src, f.name, int(rows), int(cols), d, bool(from_swizzled))

@@ -1,0 +1,278 @@
+#!/usr/bin/env python3
+"""The binding without a GPU: formats, layouts, the CPU reference through numpy arrays (and CPU
+torch tensors where torch is installed), error messages. TAP output (run by tests/16-python.sh)."""
+import math
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np  # noqa: E402
+
+import blockcast as bc  # noqa: E402
+from tap import run, skip  # noqa: E402
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+BUILTIN = ["fp8_block_128x128", "fp8_block_1x128", "fp8_e4m3_tensor", "fp8_e5m2_tensor", "mxfp4", "mxfp8_e4m3",
+           "mxfp8_e5m2", "nvfp4", "nvfp4_2d"]
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+rng = np.random.default_rng(1234)
+
+
+def raises(fn, status, *parts):
+    try:
+        fn()
+    except bc.BlockcastError as e:
+        assert e.status == status, f"status {e.status}, expected {status}: {e}"
+        for p in parts:
+            assert p in e.message, f"message {e.message!r} lacks {p!r}"
+        assert str(e).startswith(status + ": ")
+        return e
+    raise AssertionError(f"no BlockcastError({status}) raised")
+
+
+def sample(rows, cols, dtype=np.float32):
+    x = (rng.standard_normal((rows, cols)) * np.exp2(rng.integers(-6, 6, (rows, 1)))).astype(dtype)
+    x[0, : min(cols, 40)] = 0  # an all-zero block
+    return x
+
+
+def roundup(a, m):
+    return (a + m - 1) // m * m
+
+
+def cdiv(a, b):
+    return (a + b - 1) // b
+
+
+def test_formats():
+    """every built-in format is listed; a Format is an immutable, hashable value"""
+    names = [f.name for f in bc.formats()]
+    assert sorted(names) == BUILTIN, names
+    f = bc.format("mxfp8_e4m3")
+    assert f is bc.format("mxfp8_e4m3") and f == bc.format(f) and hash(f) == hash(bc.format("mxfp8_e4m3"))
+    assert {f: 1}[bc.format("mxfp8_e4m3")] == 1
+    assert (f.element, f.element_bits, f.block, f.block_cols, f.scale_type, f.scale_rule) == ("e4m3", 8, "1d", 32, "e8m0", "rceil")
+    try:
+        f.name = "x"
+    except AttributeError:
+        pass
+    else:
+        raise AssertionError("a Format could be changed")
+    n = bc.format("nvfp4")
+    assert n.two_level and n.element == "e2m1" and n.scale_type == "ue4m3" and n.columnwise_transposed
+    assert bc.format("fp8_e4m3_tensor").per_tensor and bc.format("fp8_e4m3_tensor").element_max == 448.0
+
+
+def test_layouts():
+    """layout() gives DESIGN.md's table for every block format on ragged shapes"""
+    for m, k in ((1, 32), (130, 96), (257, 384)):
+        lay = bc.layout("mxfp8_e4m3", m, k, "rowwise")
+        assert (lay.data_rows, lay.data_cols, lay.scale_rows, lay.scale_cols) == (m, k, roundup(m, 128), roundup(cdiv(k, 32), 4))
+        lay = bc.layout("mxfp8_e4m3", m, k, "columnwise")
+        assert (lay.data_rows, lay.data_cols, lay.scale_rows, lay.scale_cols) == (m, k, roundup(cdiv(m, 32), 4), roundup(k, 128))
+        lay = bc.layout("fp8_block_1x128", m, k, "rowwise")
+        assert (lay.scale_rows, lay.scale_cols, lay.scale_elem_bytes) == (cdiv(k, 128), roundup(m, 4), 4)
+        lay = bc.layout("fp8_block_128x128", m, k, "columnwise")
+        assert (lay.data_rows, lay.data_cols, lay.scale_rows, lay.scale_cols) == (k, m, cdiv(k, 128), roundup(cdiv(m, 128), 4))
+        lay = bc.layout("nvfp4", m, k, "rowwise")
+        assert (lay.data_bytes, lay.scale_rows, lay.scale_cols) == (m * k // 2, roundup(m, 128), roundup(cdiv(k, 16), 4))
+        sw = bc.layout("nvfp4", m, k, "rowwise", swizzled=True)
+        assert sw.scale_bytes == lay.scale_bytes and sw.scale_rows % 128 == 0 and sw.scale_cols % 4 == 0
+
+
+def test_ref_fp8_tensor():
+    """per-tensor FP8: amax, scale and every code of both directions as the element rules give them"""
+    x = sample(37, 70)
+    q = bc.ref.quantize(x, "fp8_e4m3_tensor", rowwise=True, columnwise=True)
+    amax = float(np.max(np.abs(x)))
+    assert q.amax[0] == np.float32(amax) and q.amax.dtype == np.float32
+    scale, scale_inv = bc.ref.scale("fp8_e4m3_tensor", amax)
+    assert q.scale[0] == np.float32(scale) and q.rowwise_scale_inv[0] == np.float32(scale_inv)
+    assert q.rowwise_data.shape == (37, 70) and q.columnwise_data.shape == (70, 37) and q.rowwise_data.dtype == np.uint8
+    want = np.array([bc.ref.encode("fp8_e4m3_tensor", float(np.float32(v) * np.float32(scale))) for v in x.ravel()],
+                    dtype=np.uint8).reshape(x.shape)
+    assert np.array_equal(q.rowwise_data, want) and np.array_equal(q.columnwise_data, want.T)
+    y = bc.ref.dequantize(q)
+    dec = np.array([bc.ref.decode("fp8_e4m3_tensor", int(c)) for c in want.ravel()], dtype=np.float32).reshape(x.shape)
+    assert np.array_equal(y, dec * np.float32(scale_inv))
+
+
+def test_ref_round_trip():
+    """every format and direction: dequantize(quantize(x)) is within the element's precision"""
+    x = sample(64, 128)
+    for name in BUILTIN:
+        f = bc.format(name)
+        q = bc.ref.quantize(x, f, rowwise=True, columnwise=True)
+        # relative step of the element (e4m3 2^-3, e5m2 2^-2, e2m1 up to 1/2 of a block's max)
+        tol = {"e4m3": 2 ** -3, "e5m2": 2 ** -2, "e2m1": 0.5}[f.element]
+        for d in ("rowwise", "columnwise"):
+            y = bc.ref.dequantize(q, d)
+            ref = x if (d == "rowwise" or not f.columnwise_transposed) else x.T
+            assert y.shape == ref.shape, (name, d, y.shape)
+            err = np.abs(y - ref)
+            # per-element bound: tol * |x| (+ an absolute step for 4-bit elements: tol/8 of the largest value)
+            # (+ the element's subnormal step: 2^-15 of the largest value for 8-bit elements)
+            bound = tol * np.abs(ref) + np.max(np.abs(ref)) * (tol / 8 if f.element_bits == 4 else 2.0 ** -15)
+            assert np.all(err <= bound + 1e-30), (name, d, float(np.max(err - bound)))
+
+
+def test_strided_and_nd():
+    """a strided row view and a 3D array give the bytes of their contiguous 2D copies"""
+    wide = sample(48, 200)
+    view = wide[:, 8:136]  # row stride 200, 128 columns
+    a = bc.ref.quantize(view, "mxfp8_e4m3", rowwise=True, columnwise=True)
+    b = bc.ref.quantize(np.ascontiguousarray(view), "mxfp8_e4m3", rowwise=True, columnwise=True)
+    for k in ("rowwise_data", "rowwise_scale_inv", "columnwise_data", "columnwise_scale_inv"):
+        assert np.array_equal(getattr(a, k), getattr(b, k)), k
+    x3 = sample(6, 128).reshape(2, 3, 128)
+    c = bc.ref.quantize(x3, "nvfp4")
+    d = bc.ref.quantize(x3.reshape(6, 128), "nvfp4")
+    assert c.shape == (6, 128) and np.array_equal(c.rowwise_data, d.rowwise_data) and c.amax[0] == d.amax[0]
+
+
+def test_quantize_cast_and_swizzle():
+    """quantize_cast with the scale of quantize gives the same bytes; swizzled scales hold the same entries"""
+    x = sample(96, 64)
+    q = bc.ref.quantize(x, "fp8_e5m2_tensor", rowwise=True, columnwise=True)
+    c = bc.ref.quantize_cast(x, "fp8_e5m2_tensor", scale=float(q.scale[0]), rowwise=True, columnwise=True)
+    assert np.array_equal(q.rowwise_data, c.rowwise_data) and np.array_equal(q.columnwise_data, c.columnwise_data)
+    n = bc.ref.quantize(x, "nvfp4")
+    nc = bc.ref.quantize_cast(x, "nvfp4", amax=n.amax)
+    assert np.array_equal(n.rowwise_data, nc.rowwise_data) and np.array_equal(n.rowwise_scale_inv, nc.rowwise_scale_inv)
+    s = bc.ref.quantize(x, "mxfp4", swizzled=True)
+    lay = bc.layout("mxfp4", 96, 64)
+    compact = q2 = bc.ref.quantize(x, "mxfp4")
+    assert np.array_equal(s.rowwise_data, q2.rowwise_data)
+    # DESIGN.md's 128x4 swizzle: off(r,c) = (r/128)*ceil(cols/4)*512 + (c/4)*512 + (r%32)*16 + ((r%128)/32)*4 + c%4
+    sw = s.rowwise_scale_inv.ravel()
+    for r in range(lay.scale_rows):
+        for cc in range(lay.scale_cols):
+            off = (r // 128) * cdiv(lay.scale_cols, 4) * 512 + (cc // 4) * 512 + (r % 32) * 16 + ((r % 128) // 32) * 4 + cc % 4
+            assert sw[off] == compact.rowwise_scale_inv[r, cc], (r, cc)
+    y = bc.ref.dequantize(s)
+    assert np.array_equal(y, bc.ref.dequantize(compact))
+
+
+def test_load_spec():
+    """a spec file loads into a new format usable at once; a bad one raises BC_ERR_SPEC with file:line"""
+    with tempfile.TemporaryDirectory() as d:
+        src = open(os.path.join(REPO, "specs", "mxfp8_e4m3.lua")).read()
+        good = os.path.join(d, "mx_floor.lua")
+        with open(good, "w") as fh:
+            fh.write(src.replace('name        = "mxfp8_e4m3"', 'name        = "py_mxfp8_floor"').replace('"rceil"', '"floor"'))
+        f = bc.load_spec(good)
+        assert f.name == "py_mxfp8_floor" and f.scale_rule == "floor" and bc.format("py_mxfp8_floor") == f
+        q = bc.ref.quantize(sample(32, 64), f)
+        assert q.rowwise_data.shape == (32, 64)
+        bad = os.path.join(d, "bad.lua")
+        with open(bad, "w") as fh:
+            fh.write('name = "x"\nbogus = 1\n')
+        raises(lambda: bc.load_spec(bad), "BC_ERR_SPEC", f"{bad}:2", "unknown field 'bogus'")
+
+
+def test_errors():
+    """bad arguments raise BlockcastError carrying the status and the library's message"""
+    x = sample(8, 64)
+    raises(lambda: bc.format("fp9"), "BC_ERR_ARG", "no format named 'fp9'", "known formats", "mxfp8_e4m3")
+    raises(lambda: bc.ref.quantize(x.astype(np.float64), "mxfp8_e4m3"), "BC_ERR_ARG", "float64", "expected float32 or float16")
+    raises(lambda: bc.ref.quantize(x.astype(np.int32), "nvfp4"), "BC_ERR_ARG", "int32")
+    # a shape the format cannot hold: an odd row of 4-bit elements (the library's own check)
+    raises(lambda: bc.ref.quantize(sample(4, 33), "mxfp4"), "BC_ERR_ARG", "33")
+    raises(lambda: bc.layout("nvfp4", 3, 7), "BC_ERR_ARG", "7")
+    raises(lambda: bc.ref.quantize(sample(8, 64)[:, ::2], "mxfp8_e4m3"), "BC_ERR_ARG", "last dimension must be contiguous")
+    raises(lambda: bc.ref.quantize(np.zeros((0, 64), np.float32), "mxfp8_e4m3"), "BC_ERR_ARG", "(0, 64), with no elements")
+    raises(lambda: bc.ref.quantize(x, "mxfp8_e4m3", rowwise=False), "BC_ERR_ARG", "at least one direction")
+    raises(lambda: bc.ref.quantize_cast(x, "fp8_e4m3_tensor"), "BC_ERR_ARG", "pass scale=")
+    raises(lambda: bc.ref.dequantize(bc.ref.quantize(x, "mxfp8_e4m3"), "columnwise"), "BC_ERR_ARG", "no columnwise data")
+    raises(lambda: bc.ref.decode("fp8_e4m3_tensor", 300), "BC_ERR_ARG", "[0, 255]")
+    raises(lambda: bc.layout("mxfp4", 4, 64, "diagonal"), "BC_ERR_ARG", "'rowwise' or 'columnwise'")
+    raises(lambda: bc.ref.quantize([[1.0]], "mxfp8_e4m3"), "BC_ERR_ARG", "expected a numpy array or a CPU torch tensor")
+
+
+def test_nan_and_specials():
+    """NaN stays NaN, out-of-range values saturate, -0 keeps its sign bit (fp8 with a given scale)"""
+    x = np.array([[np.nan, np.inf, -np.inf, 1e30, -0.0, 1e-30, 448.0, 464.0]], dtype=np.float32)
+    q = bc.ref.quantize_cast(x, "fp8_e4m3_tensor", scale=1.0)
+    y = bc.ref.dequantize(q)
+    assert math.isnan(y[0, 0])
+    assert list(y[0, 1:4]) == [448.0, -448.0, 448.0] and list(y[0, 6:]) == [448.0, 448.0], y
+    assert struct.pack("<f", y[0, 4]) == struct.pack("<f", -0.0) and y[0, 5] == 0.0
+
+
+def test_torch_cpu():
+    """CPU torch tensors in and out: the torch dtypes of the formats, bf16 input, the same bytes as numpy"""
+    if torch is None:
+        skip("torch is not installed (the GPU tier runs the torch path)")
+    x = torch.from_numpy(sample(64, 128))
+    for name in BUILTIN:
+        f = bc.format(name)
+        q = bc.ref.quantize(x, f, rowwise=True, columnwise=True)
+        want = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2, "e2m1": torch.float4_e2m1fn_x2}[f.element]
+        assert q.rowwise_data.dtype == want, (name, q.rowwise_data.dtype)
+        sdt = {"fp32": torch.float32, "e8m0": torch.float8_e8m0fnu, "ue4m3": torch.float8_e4m3fn}[f.scale_type]
+        assert q.rowwise_scale_inv.dtype == sdt, (name, q.rowwise_scale_inv.dtype)
+        n = bc.ref.quantize(x.numpy(), f, rowwise=True, columnwise=True)
+        for k in ("rowwise_data", "rowwise_scale_inv", "columnwise_data", "columnwise_scale_inv"):
+            a = getattr(q, k).contiguous().view(torch.uint8).numpy().view(np.uint8).ravel()
+            b = getattr(n, k).view(np.uint8).ravel()
+            assert np.array_equal(a, b), (name, k)
+        assert bc.ref.dequantize(q).dtype == torch.float32
+    xb = x.to(torch.bfloat16)
+    qb = bc.ref.quantize(xb, "fp8_block_1x128")
+    assert torch.equal(bc.ref.dequantize(qb, dtype=torch.bfloat16).float(), bc.ref.dequantize(qb).to(torch.bfloat16).float())
+    raises(lambda: bc.ref.quantize(x.to(torch.int32), "nvfp4"), "BC_ERR_ARG", "torch.int32")
+    raises(lambda: bc.quantize(x, "nvfp4"), "BC_ERR_ARG", "is on cpu", "blockcast.ref.quantize")
+
+
+def test_torch_fake_shapes():
+    """the custom ops' fake implementations give the shapes and dtypes of the real outputs"""
+    if torch is None:
+        skip("torch is not installed")
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    import blockcast.ops  # noqa: F401 - registers torch.ops.blockcast
+    x = torch.from_numpy(sample(130, 96))
+    for name in BUILTIN:
+        real = bc.ref.quantize(x, name, rowwise=True, columnwise=True)
+        with FakeTensorMode():
+            fx = torch.empty(130, 96, dtype=torch.float32)
+            r = torch.ops.blockcast.quantize(fx, name, True, True, False, False, 0, 0)
+            d = torch.ops.blockcast.dequantize(r[0], r[1], r[4], name, 130, 96, 1, False, torch.bfloat16)
+        for got, want in zip(r[:4], (real.rowwise_data, real.rowwise_scale_inv, real.columnwise_data, real.columnwise_scale_inv)):
+            assert tuple(got.shape) == tuple(want.shape) and got.dtype == want.dtype, (name, got.shape, want.shape)
+        assert tuple(d.shape) == (130, 96) and d.dtype == torch.bfloat16
+
+
+def test_pip_install():
+    """pip installs build/python (the package with the library inside), which imports from anywhere"""
+    build = os.environ.get("BC_BUILD", "build")
+    src = os.path.join(build if os.path.isabs(build) else os.path.join(REPO, build), "python")
+    if not os.path.isfile(os.path.join(src, "blockcast", "lib", "libblockcast.so.0")):
+        raise AssertionError(f"{src} has no staged package: ./build.sh makes it")
+    pys = [p for p in (sys.executable, shutil.which("python3")) if p and
+           subprocess.run([p, "-m", "pip", "--version"], capture_output=True).returncode == 0]
+    if not pys:
+        skip("no python3 here has pip")
+    env = {k: v for k, v in os.environ.items() if k not in ("BLOCKCAST_LIBRARY", "PYTHONPATH", "BC_BUILD")}
+    with tempfile.TemporaryDirectory() as d:
+        r = subprocess.run([pys[0], "-m", "pip", "install", "-q", "--no-deps", "--target", d, src],
+                           capture_output=True, text=True, env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        env["PYTHONPATH"] = d
+        r = subprocess.run([pys[0], "-c", "import blockcast as b; print(b.library_path); print(len(b.formats()))"],
+                           capture_output=True, text=True, env=env, cwd=d)
+        assert r.returncode == 0, r.stderr
+        path, n = r.stdout.split()
+        assert path.startswith(d) and int(n) == len(BUILTIN), r.stdout
+
+
+if __name__ == "__main__":
+    sys.exit(run(globals()))
