@@ -15,4 +15,5 @@ fi
 if [ -z "$py" ]; then
   echo "1..1"; echo "not ok 1 - a python3 with numpy (install python3-numpy, or set BC_PYTHON)"; exit 1
 fi
-BLOCKCAST_LIBRARY="$B/lib/libblockcast.so" exec "$py" runtime/python/tests/test_cpu.py
+unset BLOCKCAST_LIBRARY
+BC_BUILD="$B" exec "$py" runtime/python/tests/test_cpu.py

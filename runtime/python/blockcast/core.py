@@ -212,6 +212,11 @@ def scale_shape(f, lay):
 def flat2d(x, fn, arg, is_torch):
     """(rows, cols, row_stride) of x seen as a 2D matrix: leading dims flattened (they must be
     collapsible without a copy), the last dim contiguous."""
+    if is_torch and x.dim() == 2:  # the common case, without the general walk below
+        rows, cols = x.shape
+        s0, s1 = x.stride()
+        if rows > 0 and cols > 0 and (s1 == 1 or cols == 1) and (rows == 1 or s0 >= cols):
+            return rows, cols, (s0 if rows > 1 else cols)
     shape = tuple(x.shape)
     if len(shape) == 0:
         raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg} is a scalar; expected a tensor of at least one dimension")

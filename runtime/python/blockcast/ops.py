@@ -42,7 +42,14 @@ def _fp32_1(fn, arg, t):
     return t.data_ptr()
 
 
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
 def _stream(dev):
+    """The current CUDA stream of dev as an integer handle (the private accessor triton uses
+    costs a fraction of torch.cuda.current_stream(); the public one is the fallback)."""
+    if _raw_stream is not None:
+        return _raw_stream(dev.index if dev.index is not None else torch.cuda.current_device())
     return torch.cuda.current_stream(dev).cuda_stream
 
 
@@ -65,6 +72,25 @@ class _on_device:
             torch.cuda.set_device(self.prev)
 
 
+_ndev = []
+
+
+def _single_device():
+    """One visible GPU: no device guard needed (checked once)."""
+    if not _ndev:
+        _ndev.append(torch.cuda.device_count())
+    return _ndev[0] == 1
+
+
+def _launch(dev, fn, *args):
+    """C.call with dev's context current (the library launches on the current context)."""
+    if _single_device():
+        C.call(fn, *args)
+    else:
+        with _on_device(dev):
+            C.call(fn, *args)
+
+
 def _dirs(fn, f, rowwise, columnwise):
     if not rowwise and not columnwise:
         raise BlockcastError("BC_ERR_ARG", f"{fn}: neither rowwise nor columnwise asked for; ask for at least one direction")
@@ -79,8 +105,7 @@ def _dirs(fn, f, rowwise, columnwise):
 def _amax_impl(x):
     t = _hp("amax", x)
     out = torch.empty(1, dtype=torch.float32, device=x.device)
-    with _on_device(x.device):
-        C.call(C.bc_amax, ctypes.byref(t), out.data_ptr(), _stream(x.device))
+    _launch(x.device, C.bc_amax, ctypes.byref(t), out.data_ptr(), _stream(x.device))
     return out
 
 
@@ -89,48 +114,53 @@ def _compute_scale_impl(name, amax):
     p = _fp32_1("compute_scale", "amax", amax)
     scale = torch.empty(1, dtype=torch.float32, device=amax.device)
     scale_inv = torch.empty(1, dtype=torch.float32, device=amax.device)
-    with _on_device(amax.device):
-        C.call(C.bc_compute_scale, h, p, scale.data_ptr(), scale_inv.data_ptr(), _stream(amax.device))
+    _launch(amax.device, C.bc_compute_scale, h, p, scale.data_ptr(), scale_inv.data_ptr(), _stream(amax.device))
     return scale, scale_inv
 
 
-def _alloc_dirs(f, rows, cols, rowwise, columnwise, swizzled, dev):
+def _alloc_dirs(f, rows, cols, rowwise, columnwise, swizzled, dev, placeholders=False):
+    """data and scale_inv of each direction; an absent direction is None (placeholders: an empty
+    tensor each, as the custom op, which returns tensors only, needs)."""
     out = []
     for want, d in ((rowwise, C.BC_ROWWISE), (columnwise, C.BC_COLUMNWISE)):
         if want:
             lay = _layout(f.name, rows, cols, d, swizzled)
             out.append(torch.empty(data_shape(f, lay), dtype=torch_data_dtype(f), device=dev))
             out.append(torch.empty(scale_shape(f, lay), dtype=torch_scale_dtype(f), device=dev))
-        else:
+        elif placeholders:
             out += [torch.empty(_EMPTY_SHAPE, dtype=torch.uint8, device=dev),
                     torch.empty(_EMPTY_SHAPE, dtype=torch.uint8, device=dev)]
+        else:
+            out += [None, None]
     return out
 
 
-def _cast(fn, x, name, rowwise, columnwise, swizzled, sr, seed, offset, scale, amax):
+def _cast(fn, x, name, rowwise, columnwise, swizzled, sr, seed, offset, scale, amax, placeholders=False):
     """quantize (scale and amax None: computed here) or quantize_cast (given). Returns the four
-    direction tensors (empty for an absent direction) and the amax / scale written here."""
+    direction tensors, the amax / scale written here (else None) and the 2D shape."""
     f, h = handle(name)
     t = _hp(fn, x)
     _dirs(fn, f, rowwise, columnwise)
     dev = x.device
-    rd, rs, cd, cs = _alloc_dirs(f, t.rows, t.cols, rowwise, columnwise, swizzled, dev)
-    q = C.QTensor(h, t.rows, t.cols)
-    if rowwise:
-        q.rowwise_data, q.rowwise_scale_inv = rd.data_ptr(), rs.data_ptr()
-    if columnwise:
-        q.columnwise_data, q.columnwise_scale_inv = cd.data_ptr(), cs.data_ptr()
+    rd, rs, cd, cs = _alloc_dirs(f, t.rows, t.cols, rowwise, columnwise, swizzled, dev, placeholders)
+    q = C.QTensor(h, t.rows, t.cols, rd.data_ptr() if rowwise else None, rs.data_ptr() if rowwise else None,
+                  cd.data_ptr() if columnwise else None, cs.data_ptr() if columnwise else None)
     q.scale_swizzled = 1 if swizzled else 0
-    q.stochastic_rounding = 1 if sr else 0
-    q.sr_seed, q.sr_offset = seed, offset
+    if sr:
+        q.stochastic_rounding, q.sr_seed, q.sr_offset = 1, seed, offset
     new_amax = new_scale = None
     if fn == "quantize":
-        if f.per_tensor or f.two_level:
+        if f.per_tensor and not placeholders:  # amax and scale: one allocation
+            both = torch.empty(2, dtype=torch.float32, device=dev)
+            new_amax, new_scale = both[0:1], both[1:2]
+            q.amax, q.scale = both.data_ptr(), both.data_ptr() + 4
+        elif f.per_tensor:  # a custom op's outputs may not share storage
+            new_amax = torch.empty(1, dtype=torch.float32, device=dev)
+            new_scale = torch.empty(1, dtype=torch.float32, device=dev)
+            q.amax, q.scale = new_amax.data_ptr(), new_scale.data_ptr()
+        elif f.two_level:
             new_amax = torch.empty(1, dtype=torch.float32, device=dev)
             q.amax = new_amax.data_ptr()
-        if f.per_tensor:
-            new_scale = torch.empty(1, dtype=torch.float32, device=dev)
-            q.scale = new_scale.data_ptr()
     else:
         if f.per_tensor:
             if scale is None:
@@ -142,9 +172,9 @@ def _cast(fn, x, name, rowwise, columnwise, swizzled, sr, seed, offset, scale, a
                 raise BlockcastError("BC_ERR_ARG", f"quantize_cast: format '{f.name}' has a per-tensor second "
                                      "level: pass amax= (the global amax, a float32 CUDA tensor of one element)")
             q.amax = _fp32_1(fn, "amax", amax)
-    with _on_device(dev):
-        C.call(C.bc_quantize if fn == "quantize" else C.bc_quantize_cast, ctypes.byref(t), ctypes.byref(q), _stream(dev))
-    return rd, rs, cd, cs, new_amax, new_scale
+    _launch(dev, C.bc_quantize if fn == "quantize" else C.bc_quantize_cast, ctypes.byref(t), ctypes.byref(q),
+            _stream(dev))
+    return rd, rs, cd, cs, new_amax, new_scale, t.rows, t.cols
 
 
 def _check_buf(fn, arg, t, nbytes):
@@ -177,8 +207,7 @@ def _dequantize_impl(data, scale_inv, amax, name, rows, cols, d, swizzled, dtype
         q.amax = _fp32_1("dequantize", "amax", amax)
     out = torch.empty((lay.data_rows, lay.data_cols), dtype=dtype, device=data.device)
     t = C.Tensor(out.data_ptr(), _TORCH_DT[dtype], lay.data_rows, lay.data_cols, lay.data_cols)
-    with _on_device(data.device):
-        C.call(C.bc_dequantize, ctypes.byref(q), d, ctypes.byref(t), _stream(data.device))
+    _launch(data.device, C.bc_dequantize, ctypes.byref(q), d, ctypes.byref(t), _stream(data.device))
     return out
 
 
@@ -191,8 +220,8 @@ def _scale_swizzle_impl(src, name, rows, cols, d, from_swizzled):
     sp = _check_buf("scale_swizzle", "src", src, lay_in.scale_bytes)
     out = torch.empty(scale_shape(f, lay_out), dtype=src.dtype if src.element_size() == f.scale_bytes
                       else torch_scale_dtype(f), device=src.device)
-    with _on_device(src.device):
-        C.call(C.bc_scale_swizzle, h, rows, cols, d, sp, 1 if from_swizzled else 0, out.data_ptr(), _stream(src.device))
+    _launch(src.device, C.bc_scale_swizzle, h, rows, cols, d, sp, 1 if from_swizzled else 0, out.data_ptr(),
+            _stream(src.device))
     return out
 
 
@@ -201,7 +230,7 @@ def _scale_swizzle_impl(src, name, rows, cols, d, from_swizzled):
 def _fake_dirs(x, name, rowwise, columnwise, swizzled):
     f = get_format(name)
     rows, cols, _ = flat2d(x, "quantize", "x", True)
-    return _alloc_dirs(f, int(rows), int(cols), rowwise, columnwise, swizzled, x.device), f
+    return _alloc_dirs(f, int(rows), int(cols), rowwise, columnwise, swizzled, x.device, placeholders=True), f
 
 
 _lib_ok = hasattr(torch, "library") and hasattr(torch.library, "custom_op")
@@ -226,8 +255,8 @@ if _lib_ok:
     def _op_quantize(x: torch.Tensor, fmt: str, rowwise: bool, columnwise: bool, swizzled: bool,
                      stochastic_rounding: bool, seed: int, offset: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
                                                                                   torch.Tensor, torch.Tensor, torch.Tensor]:
-        rd, rs, cd, cs, a, s = _cast("quantize", x, fmt, rowwise, columnwise, swizzled, stochastic_rounding, seed,
-                                     offset, None, None)
+        rd, rs, cd, cs, a, s, _, _ = _cast("quantize", x, fmt, rowwise, columnwise, swizzled, stochastic_rounding,
+                                           seed, offset, None, None, placeholders=True)
         e = torch.empty(_EMPTY_SHAPE, dtype=torch.float32, device=x.device)
         return rd, rs, cd, cs, a if a is not None else e, s if s is not None else e.clone()
 
@@ -242,8 +271,8 @@ if _lib_ok:
     def _op_quantize_cast(x: torch.Tensor, fmt: str, scale: torch.Tensor | None, amax: torch.Tensor | None,
                           rowwise: bool, columnwise: bool, swizzled: bool, stochastic_rounding: bool, seed: int,
                           offset: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        return _cast("quantize_cast", x, fmt, rowwise, columnwise, swizzled, stochastic_rounding, seed, offset,
-                     scale, amax)[:4]
+        return tuple(_cast("quantize_cast", x, fmt, rowwise, columnwise, swizzled, stochastic_rounding, seed, offset,
+                           scale, amax, placeholders=True)[:4])
 
     @_op_quantize_cast.register_fake
     def _(x, fmt, scale, amax, rowwise, columnwise, swizzled, stochastic_rounding, seed, offset):
@@ -289,9 +318,8 @@ def compute_scale(fmt, amax):
     return torch.ops.blockcast.compute_scale(f.name, amax) if _compiling() else _compute_scale_impl(f.name, amax)
 
 
-def _result(f, x, r, rowwise, columnwise, swizzled, amax, scale):
-    rows, cols, _ = flat2d(x, "quantize", "x", True)
-    return QuantizedTensor(f, (rows, cols), r[0] if rowwise else None, r[1] if rowwise else None,
+def _result(f, shape, r, rowwise, columnwise, swizzled, amax, scale):
+    return QuantizedTensor(f, shape, r[0] if rowwise else None, r[1] if rowwise else None,
                            r[2] if columnwise else None, r[3] if columnwise else None, amax, scale, bool(swizzled))
 
 
@@ -303,12 +331,11 @@ def quantize(x, fmt, *, rowwise=True, columnwise=False, swizzled=False, stochast
     f = get_format(fmt)
     if _compiling():
         r = torch.ops.blockcast.quantize(x, f.name, rowwise, columnwise, swizzled, stochastic_rounding, seed, offset)
-        a = r[4] if (f.per_tensor or f.two_level) else None
-        s = r[5] if f.per_tensor else None
-    else:
-        r = _cast("quantize", x, f.name, rowwise, columnwise, swizzled, stochastic_rounding, seed, offset, None, None)
-        a, s = r[4], r[5]
-    return _result(f, x, r, rowwise, columnwise, swizzled, a, s)
+        rows, cols, _ = flat2d(x, "quantize", "x", True)
+        return _result(f, (rows, cols), r, rowwise, columnwise, swizzled, r[4] if (f.per_tensor or f.two_level) else None,
+                       r[5] if f.per_tensor else None)
+    r = _cast("quantize", x, f.name, rowwise, columnwise, swizzled, stochastic_rounding, seed, offset, None, None)
+    return QuantizedTensor(f, (r[6], r[7]), r[0], r[1], r[2], r[3], r[4], r[5], bool(swizzled))
 
 
 def quantize_cast(x, fmt, *, scale=None, amax=None, rowwise=True, columnwise=False, swizzled=False,
@@ -320,10 +347,12 @@ def quantize_cast(x, fmt, *, scale=None, amax=None, rowwise=True, columnwise=Fal
     if _compiling():
         r = torch.ops.blockcast.quantize_cast(x, f.name, scale, amax, rowwise, columnwise, swizzled,
                                               stochastic_rounding, seed, offset)
+        rows, cols, _ = flat2d(x, "quantize_cast", "x", True)
     else:
         r = _cast("quantize_cast", x, f.name, rowwise, columnwise, swizzled, stochastic_rounding, seed, offset,
                   scale, amax)
-    return _result(f, x, r, rowwise, columnwise, swizzled, amax if f.two_level else None,
+        rows, cols = r[6], r[7]
+    return _result(f, (rows, cols), r, rowwise, columnwise, swizzled, amax if f.two_level else None,
                    scale if f.per_tensor else None)
 
 

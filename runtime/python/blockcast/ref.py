@@ -6,7 +6,7 @@ import ctypes
 
 from . import _capi as C
 from ._capi import BlockcastError
-from .core import (QuantizedTensor, _TORCH_DT, _layout, data_shape, direction_code, flat2d, get_format, handle,
+from .core import (QuantizedTensor, _TORCH_DT, _layout, data_shape, direction_code, flat2d, handle,
                    np, scale_shape, torch, torch_data_dtype, torch_scale_dtype)
 
 _NP_DT = {}

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The binding without a GPU: formats, layouts, the CPU reference through numpy arrays (and CPU
 torch tensors where torch is installed), error messages. TAP output (run by tests/16-python.sh)."""
+import ctypes
 import math
 import os
 import shutil
@@ -253,6 +254,8 @@ def test_torch_fake_shapes():
 
 def test_pip_install():
     """pip installs build/python (the package with the library inside), which imports from anywhere"""
+    if os.environ.get("BLOCKCAST_LIBRARY"):
+        skip("BLOCKCAST_LIBRARY names the library: no build/python staged by ./build.sh here")
     build = os.environ.get("BC_BUILD", "build")
     src = os.path.join(build if os.path.isabs(build) else os.path.join(REPO, build), "python")
     if not os.path.isfile(os.path.join(src, "blockcast", "lib", "libblockcast.so.0")):
@@ -272,6 +275,33 @@ def test_pip_install():
         assert r.returncode == 0, r.stderr
         path, n = r.stdout.split()
         assert path.startswith(d) and int(n) == len(BUILTIN), r.stdout
+
+
+def test_abi():
+    """the ctypes structs match runtime/include/blockcast.h (sizes and every field's offset, from gcc)"""
+    from blockcast import _capi as C
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if not cc:
+        skip("no C compiler to read the header's layout")
+    structs = {"bc_tensor": C.Tensor, "bc_qtensor": C.QTensor, "bc_format_info": C.FormatInfo, "bc_qlayout": C.QLayout}
+    lines = ["#include <stddef.h>", "#include <stdio.h>", "#include \"blockcast.h\"", "int main(void) {"]
+    for cname, cls in structs.items():
+        lines.append(f'  printf("{cname} size %zu\\n", sizeof({cname}));')
+        for fname, _ in cls._fields_:
+            lines.append(f'  printf("{cname} {fname} %zu\\n", offsetof({cname}, {fname}));')
+    lines.append("  return 0;\n}")
+    with tempfile.TemporaryDirectory() as d:
+        src, exe = os.path.join(d, "abi.c"), os.path.join(d, "abi")
+        with open(src, "w") as fh:
+            fh.write("\n".join(lines))
+        r = subprocess.run([cc, "-I", os.path.join(REPO, "runtime", "include"), src, "-o", exe], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        out = subprocess.run([exe], capture_output=True, text=True).stdout.split("\n")
+    for line in filter(None, out):
+        cname, what, n = line.split()
+        cls = structs[cname]
+        have = ctypes.sizeof(cls) if what == "size" else getattr(cls, what).offset
+        assert have == int(n), f"{cname}.{what}: ctypes {have}, C {n}"
 
 
 if __name__ == "__main__":
