@@ -8,7 +8,8 @@ the reference (bytes read + written). Also the host overhead of one call.
 
   python3 tests/bench/bench_torch.py --out DIR [--formats a,b] [--sizes 4096,8192,16384]
       [--ragged 8190x8194] [--reps 20] [--no-compile] [--overhead-only]
-Writes DIR/bench-torch.md (tables), DIR/bench-torch.json and, with matplotlib, DIR/bench-torch.png."""
+Writes DIR/bench-torch.md (tables), DIR/bench-torch.json and, with matplotlib, DIR/bench-torch.png
+(`bench_torch.py --replot FILE.json DIR` draws the plot again from a recorded run)."""
 import argparse
 import json
 import math
@@ -256,25 +257,40 @@ def plot(out, res):
     n = len(keys)
     cols = 3
     fig, axes = plt.subplots(math.ceil(n / cols), cols, figsize=(5 * cols, 3.2 * math.ceil(n / cols)), squeeze=False)
+    styles = (("blockcast", "bc_ms", "C0"), ("torch.compile", "compile_ms", "C1"), ("eager", "eager_ms", "C2"))
     for ax, key in zip(axes.ravel(), keys):
         rs = [r for r in rows if (r["format"], r["direction"]) == key]
-        xs = [r["bytes"] / 2**20 for r in rs]
-        for label, field in (("blockcast", "bc_ms"), ("torch.compile", "compile_ms"), ("eager", "eager_ms")):
-            pts = [(x, r["bytes"] / r[field] / 1e6) for x, r in zip(xs, rs) if field in r]
+        square = sorted((r for r in rs if r["shape"].split("x")[0] == r["shape"].split("x")[1]),
+                        key=lambda r: int(r["shape"].split("x")[0]))
+        ragged = [r for r in rs if r not in square]
+        for label, field, color in styles:
+            pts = [(int(r["shape"].split("x")[0]), r["bytes"] / r[field] / 1e6) for r in square if field in r]
             if pts:
-                ax.plot(*zip(*sorted(pts)), marker="o", label=label)
+                ax.plot(*zip(*pts), marker="o", color=color, label=label)
+            for r in ragged:  # the ragged shape: a cross at its row count
+                if field in r:
+                    ax.plot(int(r["shape"].split("x")[0]), r["bytes"] / r[field] / 1e6, marker="x", ms=9, color=color)
         ax.axhline(res["copy_gbs"], color="gray", ls="--", lw=0.8, label="copy")
-        ax.set_xscale("log")
+        ax.set_xscale("log", base=2)
         ax.set_title(f"{key[0]} {key[1]}", fontsize=9)
-        ax.set_xlabel("MiB moved")
+        ax.set_xlabel("N (N x N bf16; x: " + ", ".join(r["shape"] for r in ragged) + ")" if ragged else "N (N x N bf16)",
+                      fontsize=8)
         ax.set_ylabel("GB/s")
     for ax in axes.ravel()[n:]:
         ax.axis("off")
     axes.ravel()[0].legend(fontsize=7)
-    fig.suptitle(f"{res['device']}, {res['date']}: bandwidth vs size (bf16 input)")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "bench-torch.png"), dpi=90)
+    fig.suptitle(f"{res['device']}, {res['date']}: quantize bandwidth vs size (bytes = input + outputs)")
+    fig.tight_layout(rect=(0, 0, 1, 0.98))
+    fig.savefig(os.path.join(out, "bench-torch.png"), dpi=80)
+
+
+def replot(path, out):
+    with open(path) as fh:
+        plot(out, json.load(fh))
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 4 and sys.argv[1] == "--replot":  # --replot FILE.json OUTDIR: the plot again
+        replot(sys.argv[2], sys.argv[3])
+    else:
+        main()
