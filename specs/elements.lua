@@ -1,6 +1,6 @@
 -- Element encodings: pure data. The generator derives encode (fp32 -> code: round to nearest even,
 -- saturating to +-max_finite) and decode (code -> fp32) from these fields; the CPU reference
--- (runtime/ref/bc_ref.c) derives its own from the same fields.
+-- (runtime/ref/bc_ref_elem.c) derives its own from the same fields.
 --
 -- Fields:
 --   bits, exponent_bits, mantissa_bits, bias   the layout: [sign] exponent mantissa

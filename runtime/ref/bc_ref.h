@@ -1,6 +1,7 @@
-/* ref/bc_ref.h: the CPU reference (bc_ref_elem.c: elements, dtypes, amax; bc_ref.c: the public
- * reference calls and the per-tensor formats; bc_ref_block.c: the block formats). Stands on fmt/ and base/ only: it launches nothing and
- * never reaches the generator, so it stays an independent check of the kernels. */
+/* ref/bc_ref.h: the CPU reference (bc_ref_elem.c: elements, dtypes, amax; bc_ref_tensor.c: the
+ * public reference calls and the per-tensor formats; bc_ref_block.c: the block formats). Stands
+ * on fmt/ and base/ only: it launches nothing and never reaches the generator, so it stays an
+ * independent check of the kernels. */
 #ifndef BC_REF_H
 #define BC_REF_H
 

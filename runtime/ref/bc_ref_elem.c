@@ -1,4 +1,4 @@
-/* ref/bc_ref_elem.c: the reference's primitives, shared by the per-tensor (bc_ref.c) and block
+/* ref/bc_ref_elem.c: the reference's primitives, shared by the per-tensor (bc_ref_tensor.c) and block
  * (bc_ref_block.c) formats: element encode (the nearest finite code by searching the element's
  * value table, ties to the even code, saturating) and decode, fp32/bf16/fp16 loads and stores
  * (stores round to nearest even, NaN canonical), and the NaN-ignoring max |x| of a tensor. */

@@ -35,8 +35,15 @@ def _hp(fn, x):
     return C.Tensor(x.data_ptr(), dt, rows, cols, ld)
 
 
-def _fp32_1(fn, arg, t):
+def _same_device(fn, arg, t, dev):
+    if dev is not None and t.device != dev:
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg} is on {t.device} but the operation runs on {dev}; "
+                             "pass tensors of one device")
+
+
+def _fp32_1(fn, arg, t, dev=None):
     _check_cuda(fn, arg, t)
+    _same_device(fn, arg, t, dev)
     if t.dtype != torch.float32 or t.numel() < 1:
         raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg} is {t.dtype}[{t.numel()}]; expected a float32 CUDA tensor of one element")
     return t.data_ptr()
@@ -166,19 +173,20 @@ def _cast(fn, x, name, rowwise, columnwise, swizzled, sr, seed, offset, scale, a
             if scale is None:
                 raise BlockcastError("BC_ERR_ARG", f"quantize_cast: format '{f.name}' is scaled per tensor: pass "
                                      "scale= (a float32 CUDA tensor of one element)")
-            q.scale = _fp32_1(fn, "scale", scale)
+            q.scale = _fp32_1(fn, "scale", scale, dev)
         if f.two_level:
             if amax is None:
                 raise BlockcastError("BC_ERR_ARG", f"quantize_cast: format '{f.name}' has a per-tensor second "
                                      "level: pass amax= (the global amax, a float32 CUDA tensor of one element)")
-            q.amax = _fp32_1(fn, "amax", amax)
+            q.amax = _fp32_1(fn, "amax", amax, dev)
     _launch(dev, C.bc_quantize if fn == "quantize" else C.bc_quantize_cast, ctypes.byref(t), ctypes.byref(q),
             _stream(dev))
     return rd, rs, cd, cs, new_amax, new_scale, t.rows, t.cols
 
 
-def _check_buf(fn, arg, t, nbytes):
+def _check_buf(fn, arg, t, nbytes, dev=None):
     _check_cuda(fn, arg, t)
+    _same_device(fn, arg, t, dev)
     if not t.is_contiguous():
         raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg} is not contiguous; quantized buffers are dense (pass .contiguous())")
     have = t.numel() * t.element_size()
@@ -195,7 +203,7 @@ def _dequantize_impl(data, scale_inv, amax, name, rows, cols, d, swizzled, dtype
     lay = _layout(f.name, rows, cols, d, swizzled)
     q = C.QTensor(h, rows, cols)
     dp = _check_buf("dequantize", "data", data, lay.data_bytes)
-    sp = _check_buf("dequantize", "scale_inv", scale_inv, 4 if f.per_tensor else lay.scale_bytes)
+    sp = _check_buf("dequantize", "scale_inv", scale_inv, 4 if f.per_tensor else lay.scale_bytes, data.device)
     if d == C.BC_ROWWISE:
         q.rowwise_data, q.rowwise_scale_inv = dp, sp
     else:
@@ -204,7 +212,7 @@ def _dequantize_impl(data, scale_inv, amax, name, rows, cols, d, swizzled, dtype
     if f.two_level:
         if amax is None:
             raise BlockcastError("BC_ERR_ARG", f"dequantize: format '{f.name}' needs the global amax (q.amax)")
-        q.amax = _fp32_1("dequantize", "amax", amax)
+        q.amax = _fp32_1("dequantize", "amax", amax, data.device)
     out = torch.empty((lay.data_rows, lay.data_cols), dtype=dtype, device=data.device)
     t = C.Tensor(out.data_ptr(), _TORCH_DT[dtype], lay.data_rows, lay.data_cols, lay.data_cols)
     _launch(data.device, C.bc_dequantize, ctypes.byref(q), d, ctypes.byref(t), _stream(data.device))

@@ -1,4 +1,4 @@
-/* ref/bc_ref.c: the CPU reference, written from the rules in DESIGN.md and not from the templates:
+/* ref/bc_ref_tensor.c: the CPU reference, written from the rules in DESIGN.md and not from the templates:
  * the public reference calls and the per-tensor formats; scales follow scale_from_amax step by
  * step in fp32. Compiled with -ffp-contract=off so that every fp32 operation rounds once, as on
  * the GPU. Element encode/decode and dtype loads/stores are in bc_ref_elem.c; block formats
