@@ -136,6 +136,8 @@ function M.plan_format(f)
   end
   ks[#ks + 1] = { name = string.format("bc_scale_%s", n), family = "scale", format = f, template = "scale.cu",
                   tuning = "dequantize" }
+  ks[#ks + 1] = { name = string.format("bc_delayed_scale_%s", n), family = "delayed_scale", format = f,
+                  template = "delayed_scale.cu", tuning = "dequantize" }
   for _, k in ipairs(ks) do add_kernel(k) end
   f.kernels = ks
   return ks

@@ -96,5 +96,8 @@ BCI_HIDDEN bc_status bci_check_shape_dir(bc_ctx *ctx, const char *fn, const bc_f
 /* ---- tensor checks (bc_tensor.c) ---- */
 /* x is a well-formed hp tensor of fn's argument arg; *ld its row stride in elements */
 BCI_HIDDEN bc_status bci_check_tensor(bc_ctx *ctx, const char *fn, const char *arg, const bc_tensor *x, int64_t *ld);
+/* the arguments of a delayed-scaling update (bc_delayed_scale_update and its reference) */
+BCI_HIDDEN bc_status bci_check_delayed(bc_ctx *ctx, const char *fn, const bc_format *fmt, int64_t n, int history_len,
+                                       const float *history, const float *scale, int margin, bc_amax_algo algo);
 
 #endif

@@ -1,4 +1,4 @@
-/* fmt/bc_tensor.c: the checks of a high-precision tensor argument, shared by ops/ and ref/. */
+/* fmt/bc_tensor.c: the checks of tensor and list arguments, shared by ops/, multi/ and ref/. */
 #include <stdint.h>
 
 #include "fmt/bc_fmt.h"
@@ -22,5 +22,29 @@ bc_status bci_check_tensor(bc_ctx *ctx, const char *fn, const char *arg, const b
     return bci_fail(ctx, BC_ERR_ARG, "%s: %s->data %p is not aligned to its %zu-byte elements", fn, arg, x->data,
                     bc_dtype_size(x->dtype));
   *ld = s;
+  return BC_OK;
+}
+
+bc_status bci_check_delayed(bc_ctx *ctx, const char *fn, const bc_format *fmt, int64_t n, int history_len,
+                            const float *history, const float *scale, int margin, bc_amax_algo algo) {
+  bc_status s = bci_check_format(ctx, fmt, "fmt");
+  if (s != BC_OK) return s;
+  if (fmt->block != BC_BLOCK_TENSOR)
+    return bci_fail(ctx, BC_ERR_UNSUPPORTED, "%s: format '%s' is block-scaled: its scales come from each block's amax "
+                    "in bc_quantize; delayed scaling is for per-tensor formats", fn, fmt->name);
+  if (n < 0 || n > ((int64_t)1 << 40))
+    return bci_fail(ctx, BC_ERR_ARG, "%s: n is %lld; expected 0 <= n <= 2^40 tensors", fn, (long long)n);
+  if (history_len < 1 || history_len > (1 << 20))
+    return bci_fail(ctx, BC_ERR_ARG, "%s: history_len is %d; expected 1 to 2^20 steps", fn, history_len);
+  if (margin < 0 || margin > 126)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: margin is %d; expected 0 <= margin <= 126 (the scale is divided by 2^margin)",
+                    fn, margin);
+  if (algo != BC_AMAX_MAX && algo != BC_AMAX_MOST_RECENT)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: algo is %d; expected BC_AMAX_MAX or BC_AMAX_MOST_RECENT", fn, (int)algo);
+  if (n > 0 && (!history || !scale))
+    return bci_fail(ctx, BC_ERR_ARG, "%s: argument '%s' is NULL; expected fp32[%s]", fn, history ? "scale" : "history",
+                    history ? "n" : "history_len * n");
+  if (n > 0 && (!bci_aligned(history, 4) || !bci_aligned(scale, 4)))
+    return bci_fail(ctx, BC_ERR_ARG, "%s: history and scale must be 4-byte aligned fp32 arrays", fn);
   return BC_OK;
 }

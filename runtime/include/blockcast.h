@@ -212,6 +212,26 @@ BC_API bc_status bc_quantize_cast(bc_ctx *ctx, const bc_tensor *x, bc_qtensor *q
  * data_cols elements). */
 BC_API bc_status bc_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction dir, const bc_tensor *out, void *stream);
 
+/* ---- lists of tensors --------------------------------------------------------------------- */
+
+typedef enum bc_amax_algo {
+  BC_AMAX_MAX = 0,         /* the largest amax of the history (a NaN in it wins, as torch.max) */
+  BC_AMAX_MOST_RECENT = 1  /* the amax of the step just done (history row 0) */
+} bc_amax_algo;
+
+/* Delayed scaling of n tensors of one per-tensor-scaled format in one launch, by
+ * TransformerEngine's rule. history: device fp32 [history_len, n], row-major; row 0 holds the amax
+ * of the step just done (e.g. written by bc_amax into &history[i]). For each tensor i:
+ *   a = the amax the algo picks from column i;
+ *   a > 0 and finite: scale[i] = (element_max / a) / 2^margin (fp32, each division rounded once;
+ *   an Inf result becomes FLT_MAX; a spec with pow2 keeps sign and exponent); otherwise scale[i]
+ *   keeps its value; scale_inv[i] = 1 / scale[i] (scale_inv may be NULL);
+ *   then the history rolls: row j takes row j + 1, row history_len - 1 takes the old row 0, and
+ *   row 0 is zeroed for the next step's amax.
+ * scale and scale_inv: device fp32[n]. 0 <= margin <= 126; history_len >= 1; n >= 0 (0: nothing). */
+BC_API bc_status bc_delayed_scale_update(bc_ctx *ctx, const bc_format *fmt, int64_t n, int history_len, float *history,
+                                         float *scale, float *scale_inv, int margin, bc_amax_algo algo, void *stream);
+
 /* ---- kernels ------------------------------------------------------------------------------ */
 
 /* Names of every kernel for `arch` ("sm_90"; NULL: all), sorted; format NULL: all formats, ""
@@ -251,6 +271,9 @@ BC_API bc_status bc_ref_amax(bc_ctx *ctx, const bc_tensor *x, float *amax);
 BC_API bc_status bc_ref_quantize_cast(bc_ctx *ctx, const bc_tensor *x, bc_qtensor *q);
 BC_API bc_status bc_ref_quantize(bc_ctx *ctx, const bc_tensor *x, bc_qtensor *q);
 BC_API bc_status bc_ref_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction dir, const bc_tensor *out);
+BC_API bc_status bc_ref_delayed_scale_update(bc_ctx *ctx, const bc_format *fmt, int64_t n, int history_len,
+                                             float *history, float *scale, float *scale_inv, int margin,
+                                             bc_amax_algo algo);
 
 #ifdef __cplusplus
 }

@@ -136,3 +136,35 @@ bc_status bc_ref_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction dir, 
     for (int64_t c = 0; c < cols; c++) bci_ref_store(out, ld, r, c, bci_ref_decode(&q->format->elem, d[r * cols + c]) * si);
   return BC_OK;
 }
+
+/* ---- delayed scaling (the rule of templates/delayed_scale.cu, written out again) ---- */
+
+bc_status bc_ref_delayed_scale_update(bc_ctx *ctx, const bc_format *fmt, int64_t n, int history_len, float *history,
+                                      float *scale, float *scale_inv, int margin, bc_amax_algo algo) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  bc_status s = bci_check_delayed(ctx, "bc_ref_delayed_scale_update", fmt, n, history_len, history, scale, margin, algo);
+  if (s != BC_OK) return s;
+  const float fmax = (float)fmt->elem.max_finite, div = ldexpf(1.0f, margin);
+  for (int64_t i = 0; i < n; i++) {
+    float a = history[i];
+    if (algo == BC_AMAX_MAX)
+      for (int j = 1; j < history_len && !isnan(a); j++) {
+        float h = history[(int64_t)j * n + i];
+        if (isnan(h) || h > a) a = h;
+      }
+    if (a > 0.0f && !isinf(a)) { /* not NaN, 0, negative or Inf: a new scale */
+      float q = fmax / a;
+      float sc = q / div;
+      if (isinf(sc)) sc = FLT_MAX;
+      if (fmt->pow2) sc = bci_f32_from_bits(bci_bits_from_f32(sc) & 0xFF800000u);
+      scale[i] = sc;
+    }
+    if (scale_inv) scale_inv[i] = 1.0f / scale[i];
+    float first = history[i];
+    for (int j = 0; j + 1 < history_len; j++) history[(int64_t)j * n + i] = history[(int64_t)(j + 1) * n + i];
+    if (history_len > 1) history[(int64_t)(history_len - 1) * n + i] = first;
+    history[i] = 0.0f;
+  }
+  return BC_OK;
+}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The GPU tier in one call on the GPU machine: 21-gpu-cvt-selftest, 20-gpu-fp8-tensor and
-# 22-gpu-block (split over 4 processes by format), each log kept, a summary printed last.
+# The GPU tier in one call on the GPU machine: 21-gpu-cvt-selftest, 23-gpu-delayed, 20-gpu-fp8-tensor
+# and 22-gpu-block (split over 4 processes by format), each log kept, a summary printed last.
 #   tests/bench/gpu_tier.sh BINDIR LOGDIR
 # BINDIR holds the test binaries: build/dev (made by `make -f runtime/build.mk dev`: the tests
 # linked against libblockcast.so) plus build/tests/21-gpu-cvt-selftest.t (static: it uses the
@@ -18,6 +18,7 @@ for i in "${!groups[@]}"; do
   pids+=($!)
 done
 ("$bin/21-gpu-cvt-selftest.t" > "$out/21-gpu-cvt-selftest.log" 2>&1; echo "rc $?" >> "$out/21-gpu-cvt-selftest.log"
+ "$bin/23-gpu-delayed.t" > "$out/23-gpu-delayed.log" 2>&1; echo "rc $?" >> "$out/23-gpu-delayed.log"
  "$bin/20-gpu-fp8-tensor.t" > "$out/20-gpu-fp8-tensor.log" 2>&1; echo "rc $?" >> "$out/20-gpu-fp8-tensor.log") &
 pids+=($!)
 wait "${pids[@]}"
