@@ -16,7 +16,8 @@ from . import ref
 
 __version__ = "0.1.0"
 __all__ = ["BlockcastError", "Format", "Layout", "QuantizedTensor", "format", "formats", "layout", "load_spec", "ref",
-           "amax", "compute_scale", "quantize", "quantize_cast", "dequantize", "scale_swizzle", "library_path"]
+           "amax", "compute_scale", "quantize", "quantize_cast", "dequantize", "scale_swizzle", "delayed_scale_update",
+           "library_path"]
 
 try:
     import torch as _torch
@@ -24,8 +25,8 @@ except ImportError:  # the CPU reference with numpy needs no torch
     _torch = None
 
 if _torch is not None:
-    from .ops import amax, compute_scale, dequantize, quantize, quantize_cast, scale_swizzle
+    from .ops import amax, compute_scale, delayed_scale_update, dequantize, quantize, quantize_cast, scale_swizzle
 else:
     def _needs_torch(*a, **k):
         raise ImportError("blockcast's GPU operations take torch tensors: install torch (blockcast.ref works with numpy)")
-    amax = compute_scale = dequantize = quantize = quantize_cast = scale_swizzle = _needs_torch
+    amax = compute_scale = delayed_scale_update = dequantize = quantize = quantize_cast = scale_swizzle = _needs_torch

@@ -15,6 +15,7 @@ STATUS_NAMES = ("BC_OK", "BC_ERR_ARG", "BC_ERR_SPEC", "BC_ERR_UNSUPPORTED", "BC_
                 "BC_ERR_NVRTC", "BC_ERR_NCCL", "BC_ERR_UNAVAILABLE", "BC_ERR_INTERNAL")
 BC_FP32, BC_BF16, BC_FP16 = 0, 1, 2
 BC_ROWWISE, BC_COLUMNWISE = 1, 2
+AMAX_ALGOS = {"max": 0, "most_recent": 1}
 BLOCK_KINDS = ("tensor", "1d", "2d")
 
 
@@ -113,6 +114,10 @@ bc_compute_scale = _proto("bc_compute_scale", [_P, _P, _P, _P, _P, _P])
 bc_quantize = _proto("bc_quantize", [_P, ctypes.POINTER(Tensor), ctypes.POINTER(QTensor), _P])
 bc_quantize_cast = _proto("bc_quantize_cast", [_P, ctypes.POINTER(Tensor), ctypes.POINTER(QTensor), _P])
 bc_dequantize = _proto("bc_dequantize", [_P, ctypes.POINTER(QTensor), ctypes.c_int, ctypes.POINTER(Tensor), _P])
+bc_delayed_scale_update = _proto("bc_delayed_scale_update", [_P, _P, _I64, ctypes.c_int, _P, _P, _P, ctypes.c_int,
+                                                             ctypes.c_int, _P])
+bc_ref_delayed_scale_update = _proto("bc_ref_delayed_scale_update", [_P, _P, _I64, ctypes.c_int, _P, _P, _P,
+                                                                     ctypes.c_int, ctypes.c_int])
 bc_ref_encode = _proto("bc_ref_encode", [_P, _P, ctypes.c_float, ctypes.POINTER(ctypes.c_uint8)])
 bc_ref_decode = _proto("bc_ref_decode", [_P, _P, ctypes.c_uint8, ctypes.POINTER(ctypes.c_float)])
 bc_ref_scale = _proto("bc_ref_scale", [_P, _P, ctypes.c_float, ctypes.POINTER(ctypes.c_float), ctypes.POINTER(ctypes.c_float)])

@@ -249,3 +249,17 @@ def flat2d(x, fn, arg, is_torch):
         raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg} has shape {shape} and strides {tuple(strides)}: its rows "
                              f"overlap (row stride {ld} < {cols} columns); pass {arg}.contiguous()")
     return rows, cols, ld
+
+
+def delayed_args(fn, fmt, history, scale, algo, arrays_ok):
+    """(format, handle, L, n, algo code) of a delayed-scaling update; arrays_ok(t) says whether t
+    is a dense fp32 array of the right kind (device or host)."""
+    f, h = handle(fmt)
+    if algo not in C.AMAX_ALGOS:
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: algo is {algo!r}; expected 'max' or 'most_recent'")
+    if not arrays_ok(history) or len(history.shape) != 2:
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: history must be a contiguous float32 [history_len, n] array")
+    L, n = history.shape
+    if not arrays_ok(scale) or tuple(scale.shape) != (n,):
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: scale must be a contiguous float32 [{n}] array (one per tensor)")
+    return f, h, int(L), int(n), C.AMAX_ALGOS[algo]

@@ -11,8 +11,8 @@ import torch
 
 from . import _capi as C
 from ._capi import BlockcastError
-from .core import (QuantizedTensor, _TORCH_DT, _layout, data_shape, direction_code, flat2d, get_format, handle,
-                   scale_shape, torch_data_dtype, torch_scale_dtype)
+from .core import (QuantizedTensor, _TORCH_DT, _layout, data_shape, delayed_args, direction_code, flat2d, get_format,
+                   handle, scale_shape, torch_data_dtype, torch_scale_dtype)
 
 _EMPTY_SHAPE = (0,)
 
@@ -233,6 +233,21 @@ def _scale_swizzle_impl(src, name, rows, cols, d, from_swizzled):
     return out
 
 
+def _dense_f32_cuda(t):
+    return isinstance(t, torch.Tensor) and t.device.type == "cuda" and t.dtype == torch.float32 and t.is_contiguous()
+
+
+def _delayed_impl(fmt, history, scale, scale_inv, margin, algo):
+    f, h, L, n, a = delayed_args("delayed_scale_update", fmt, history, scale, algo, _dense_f32_cuda)
+    for arg, t in (("scale", scale), ("scale_inv", scale_inv)):
+        if t is not None:
+            _same_device("delayed_scale_update", arg, t, history.device)
+    if scale_inv is not None and (not _dense_f32_cuda(scale_inv) or tuple(scale_inv.shape) != (n,)):
+        raise BlockcastError("BC_ERR_ARG", f"delayed_scale_update: scale_inv must be a contiguous float32 [{n}] CUDA tensor or None")
+    _launch(history.device, C.bc_delayed_scale_update, h, n, L, history.data_ptr(), scale.data_ptr(),
+            scale_inv.data_ptr() if scale_inv is not None else None, int(margin), a, _stream(history.device))
+
+
 # ---- torch custom ops (what torch.compile sees) ----------------------------------------------
 
 def _fake_dirs(x, name, rowwise, columnwise, swizzled):
@@ -289,6 +304,8 @@ _OPS = {
                       _op_quantize_cast, _fake_quantize_cast),
     "dequantize": ("dequantize(Tensor data, Tensor scale_inv, Tensor? amax, str fmt, int rows, int cols, int direction, "
                    "bool swizzled, ScalarType dtype) -> Tensor", _dequantize_impl, _fake_dequantize),
+    "delayed_scale_update": ("delayed_scale_update(str fmt, Tensor(a!) history, Tensor(b!) scale, Tensor(c!)? scale_inv, "
+                             "int margin, str algo) -> ()", _delayed_impl, lambda *a: None),
     "scale_swizzle": ("scale_swizzle(Tensor src, str fmt, int rows, int cols, int direction, bool from_swizzled) -> Tensor",
                       _scale_swizzle_impl, _fake_scale_swizzle),
 }
@@ -382,3 +399,16 @@ def scale_swizzle(fmt, rows, cols, src, direction="rowwise", from_swizzled=False
     if _compiling():
         return torch.ops.blockcast.scale_swizzle(src, f.name, rows, cols, d, bool(from_swizzled))
     return _scale_swizzle_impl(src, f.name, int(rows), int(cols), d, bool(from_swizzled))
+
+
+def delayed_scale_update(fmt, history, scale, scale_inv=None, margin=0, algo="max"):
+    """Delayed scaling of n per-tensor-scaled tensors in one launch, in place (TransformerEngine's
+    rule): history is a float32 [L, n] CUDA tensor whose row 0 holds the amax of the step just
+    done; scale (and scale_inv, if given) float32 [n]. Picks each tensor's amax ("max" over the
+    history or "most_recent"), sets scale = (element_max / amax) / 2^margin (the old scale stays
+    for an amax of 0, NaN or Inf), writes scale_inv and rolls the history (row 0 zeroed)."""
+    f = get_format(fmt)
+    if _compiling():
+        torch.ops.blockcast.delayed_scale_update(f.name, history, scale, scale_inv, margin, algo)
+    else:
+        _delayed_impl(f.name, history, scale, scale_inv, margin, algo)

@@ -6,7 +6,7 @@ import ctypes
 
 from . import _capi as C
 from ._capi import BlockcastError
-from .core import (QuantizedTensor, _TORCH_DT, _layout, data_shape, direction_code, flat2d, handle,
+from .core import (QuantizedTensor, _TORCH_DT, _layout, data_shape, delayed_args, direction_code, flat2d, handle,
                    np, scale_shape, torch, torch_data_dtype, torch_scale_dtype)
 
 _NP_DT = {}
@@ -198,3 +198,18 @@ def scale(fmt, amax):
     s, si = ctypes.c_float(), ctypes.c_float()
     C.call(C.bc_ref_scale, h, float(amax), ctypes.byref(s), ctypes.byref(si))
     return s.value, si.value
+
+
+def _dense_f32_host(t):
+    if _is_torch(t):
+        return t.device.type == "cpu" and t.dtype == torch.float32 and t.is_contiguous()
+    return np is not None and isinstance(t, np.ndarray) and t.dtype == np.float32 and t.flags["C_CONTIGUOUS"]
+
+
+def delayed_scale_update(fmt, history, scale, scale_inv=None, margin=0, algo="max"):
+    """CPU reference of blockcast.delayed_scale_update, in place on host float32 arrays."""
+    f, h, L, n, a = delayed_args("ref.delayed_scale_update", fmt, history, scale, algo, _dense_f32_host)
+    if scale_inv is not None and (not _dense_f32_host(scale_inv) or tuple(scale_inv.shape) != (n,)):
+        raise BlockcastError("BC_ERR_ARG", f"ref.delayed_scale_update: scale_inv must be a contiguous float32 [{n}] array or None")
+    C.call(C.bc_ref_delayed_scale_update, h, n, L, _ptr(history), _ptr(scale),
+           _ptr(scale_inv) if scale_inv is not None else None, int(margin), a)

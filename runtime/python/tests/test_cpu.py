@@ -304,5 +304,25 @@ def test_abi():
         assert have == int(n), f"{cname}.{what}: ctypes {have}, C {n}"
 
 
+def test_delayed_ref():
+    """delayed scaling in the CPU reference, in place on numpy arrays: amax picked, scale, history roll, errors"""
+    h0 = np.array([[2.0, 1.0, 0.0, np.nan], [4.0, 8.0, 0.0, 1.0], [1.0, 0.5, 0.0, 2.0]], dtype=np.float32)
+    h = h0.copy()
+    scale = np.full(4, 7.0, np.float32)
+    sinv = np.zeros(4, np.float32)
+    bc.ref.delayed_scale_update("fp8_e4m3_tensor", h, scale, sinv, margin=1, algo="max")
+    assert list(scale) == [56.0, 28.0, 7.0, 7.0], scale          # (448/4)/2, (448/8)/2, kept, kept (NaN)
+    assert np.array_equal(sinv, np.float32(1) / scale)
+    assert np.all(h[0] == 0) and np.array_equal(h[1], h0[2]) and np.array_equal(h[2][:3], h0[0][:3]) and np.isnan(h[2][3])
+    h = h0.copy()
+    bc.ref.delayed_scale_update("fp8_e4m3_tensor", h, scale, algo="most_recent")
+    assert scale[0] == 224.0 and scale[1] == 448.0, scale
+    raises(lambda: bc.ref.delayed_scale_update("mxfp8_e4m3", h, scale), "BC_ERR_UNSUPPORTED", "per-tensor formats")
+    raises(lambda: bc.ref.delayed_scale_update("fp8_e4m3_tensor", h, scale, algo="mean"), "BC_ERR_ARG", "'max' or 'most_recent'")
+    raises(lambda: bc.ref.delayed_scale_update("fp8_e4m3_tensor", h, scale[:3]), "BC_ERR_ARG", "float32 [4]")
+    raises(lambda: bc.ref.delayed_scale_update("fp8_e4m3_tensor", h.astype(np.float64), scale), "BC_ERR_ARG", "history")
+    raises(lambda: bc.ref.delayed_scale_update("fp8_e4m3_tensor", h, scale, margin=200), "BC_ERR_ARG", "0 <= margin <= 126")
+
+
 if __name__ == "__main__":
     sys.exit(run(globals()))
