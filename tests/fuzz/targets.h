@@ -111,7 +111,7 @@ static inline int fuzz_args_one(const uint8_t *d, size_t n) {
   bc_format bogus;
   memset(&bogus, 0, sizeof bogus);
   for (int iter = 0; iter < 8 && r.n; iter++) {
-    unsigned op = (unsigned)fz_u64(&r, 1) % 12;
+    unsigned op = (unsigned)fz_u64(&r, 1) % 13;
     bc_tensor x = { fz_ptr(&r, host), (bc_dtype)((int)fz_u64(&r, 1) % 5 - 1), fz_dim(&r), fz_dim(&r), fz_dim(&r) };
     unsigned fsel = (unsigned)fz_u64(&r, 1) % 9;
     const bc_format *fmt = fsel < 8 ? fmts[fsel] : &bogus;
@@ -186,6 +186,23 @@ static inline int fuzz_args_one(const uint8_t *d, size_t n) {
       break;
     }
     case 10: s = bc_ref_amax(ctx, &x, NULL); break;
+    case 11: {
+      /* delayed scaling: any n, history length, margin and algo; the reference on host memory
+       * when the history fits (L * n <= 1024 floats) */
+      int64_t dn = (int64_t)fz_u64(&r, 2) - 8;
+      int hl = (int)fz_u64(&r, 2) - 4;
+      int margin = (int)fz_u64(&r, 1) - 64;
+      bc_amax_algo algo = (bc_amax_algo)((int)fz_u64(&r, 1) % 4 - 1);
+      s = bc_delayed_scale_update(ctx, fmt, dn, hl, fz_ptr(&r, host), fz_ptr(&r, host + 4096), fz_ptr(&r, host + 8192),
+                                  margin, algo, NULL);
+      fz_expect_message(ctx, s);
+      if (dn >= 0 && hl >= 1 && dn * hl <= 1024) {
+        for (size_t i = 0; i < 4096 * 2 && r.n; i++) host[i] = (unsigned char)fz_u64(&r, 1);
+        s = bc_ref_delayed_scale_update(ctx, fmt, dn, hl, (float *)host, (float *)(host + 4096),
+                                        (flags & 1) ? (float *)(host + 8192) : NULL, margin, algo);
+      }
+      break;
+    }
     default: {
       bc_format_info info;
       s = bc_format_get_info(ctx, fmt, &info);
