@@ -124,6 +124,16 @@ class Layout:
     scale_bytes: int
 
 
+def check_dirs(fn, f, rowwise, columnwise):
+    """At least one direction asked for, and the format has each one asked for."""
+    if not rowwise and not columnwise:
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: neither rowwise nor columnwise asked for; ask for at least one direction")
+    if rowwise and not f.has_rowwise:
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: format '{f.name}' has no rowwise direction")
+    if columnwise and not f.has_columnwise:
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: format '{f.name}' has no columnwise direction")
+
+
 def direction_code(direction):
     if direction in ("rowwise", C.BC_ROWWISE):
         return C.BC_ROWWISE

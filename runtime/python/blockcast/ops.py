@@ -11,8 +11,8 @@ import torch
 
 from . import _capi as C
 from ._capi import BlockcastError
-from .core import (QuantizedTensor, _TORCH_DT, _layout, data_shape, delayed_args, direction_code, flat2d, get_format,
-                   handle, scale_shape, torch_data_dtype, torch_scale_dtype)
+from .core import (QuantizedTensor, _TORCH_DT, _layout, check_dirs, data_shape, delayed_args, direction_code, flat2d,
+                   get_format, handle, scale_shape, torch_data_dtype, torch_scale_dtype)
 
 _EMPTY_SHAPE = (0,)
 
@@ -98,15 +98,6 @@ def _launch(dev, fn, *args):
             C.call(fn, *args)
 
 
-def _dirs(fn, f, rowwise, columnwise):
-    if not rowwise and not columnwise:
-        raise BlockcastError("BC_ERR_ARG", f"{fn}: neither rowwise nor columnwise asked for; ask for at least one direction")
-    if rowwise and not f.has_rowwise:
-        raise BlockcastError("BC_ERR_ARG", f"{fn}: format '{f.name}' has no rowwise direction")
-    if columnwise and not f.has_columnwise:
-        raise BlockcastError("BC_ERR_ARG", f"{fn}: format '{f.name}' has no columnwise direction")
-
-
 # ---- implementations (eager) -----------------------------------------------------------------
 
 def _amax_impl(x):
@@ -147,7 +138,7 @@ def _cast(fn, x, name, rowwise, columnwise, swizzled, sr, seed, offset, scale, a
     direction tensors, the amax / scale written here (else None) and the 2D shape."""
     f, h = handle(name)
     t = _hp(fn, x)
-    _dirs(fn, f, rowwise, columnwise)
+    check_dirs(fn, f, rowwise, columnwise)
     dev = x.device
     rd, rs, cd, cs = _alloc_dirs(f, t.rows, t.cols, rowwise, columnwise, swizzled, dev, placeholders)
     q = C.QTensor(h, t.rows, t.cols, rd.data_ptr() if rowwise else None, rs.data_ptr() if rowwise else None,

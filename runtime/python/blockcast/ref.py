@@ -6,7 +6,7 @@ import ctypes
 
 from . import _capi as C
 from ._capi import BlockcastError
-from .core import (QuantizedTensor, _TORCH_DT, _layout, data_shape, delayed_args, direction_code, flat2d, handle,
+from .core import (QuantizedTensor, _TORCH_DT, _layout, check_dirs, data_shape, delayed_args, direction_code, flat2d, handle,
                    np, scale_shape, torch, torch_data_dtype, torch_scale_dtype)
 
 _NP_DT = {}
@@ -71,16 +71,13 @@ def _f32_host(fn, arg, v, like_torch):
 def _cast(fn, x, fmt, rowwise, columnwise, swizzled, sr, seed, offset, scale, amax):
     f, h = handle(fmt)
     t = _hp(fn, x)
-    if not rowwise and not columnwise:
-        raise BlockcastError("BC_ERR_ARG", f"ref.{fn}: neither rowwise nor columnwise asked for; ask for at least one direction")
+    check_dirs("ref." + fn, f, rowwise, columnwise)
     tt = _is_torch(x)
     q = C.QTensor(h, t.rows, t.cols)
     bufs = {}
     for want, d, name in ((rowwise, C.BC_ROWWISE, "rowwise"), (columnwise, C.BC_COLUMNWISE, "columnwise")):
         if not want:
             continue
-        if not (f.has_rowwise if d == C.BC_ROWWISE else f.has_columnwise):
-            raise BlockcastError("BC_ERR_ARG", f"ref.{fn}: format '{f.name}' has no {name} direction")
         lay = _layout(f.name, t.rows, t.cols, d, bool(swizzled))
         bufs[name + "_data"] = _empty(tt, data_shape(f, lay), "data", f)
         bufs[name + "_scale_inv"] = _empty(tt, scale_shape(f, lay), "scale", f)

@@ -151,8 +151,8 @@ def test_quantize_cast_and_swizzle():
     assert np.array_equal(n.rowwise_data, nc.rowwise_data) and np.array_equal(n.rowwise_scale_inv, nc.rowwise_scale_inv)
     s = bc.ref.quantize(x, "mxfp4", swizzled=True)
     lay = bc.layout("mxfp4", 96, 64)
-    compact = q2 = bc.ref.quantize(x, "mxfp4")
-    assert np.array_equal(s.rowwise_data, q2.rowwise_data)
+    compact = bc.ref.quantize(x, "mxfp4")
+    assert np.array_equal(s.rowwise_data, compact.rowwise_data)
     # DESIGN.md's 128x4 swizzle: off(r,c) = (r/128)*ceil(cols/4)*512 + (c/4)*512 + (r%32)*16 + ((r%128)/32)*4 + c%4
     sw = s.rowwise_scale_inv.ravel()
     for r in range(lay.scale_rows):
