@@ -37,14 +37,26 @@ local function host() return assert(rawget(_G, "bc_host"), "bc_host is not set")
 -- loading
 -------------------------------------------------------------------------------
 
+-- Families whose kernels also get a list variant (templates/list.cu): one launch runs the kernel
+-- over many tensors, each with its own arguments and grid (runtime/multi/bc_list.c).
+local LIST_FAMILIES = { amax = true, scale = true, quantize = true, dequantize = true, swizzle = true, zero = true }
+
 local function add_kernel(k)
   registry.kernels[k.name] = k
+  if LIST_FAMILIES[k.family] then
+    local l = {}
+    for kk, v in pairs(k) do l[kk] = v end
+    l.name, l.list, l.single = k.name .. "__list", true, k.name
+    registry.kernels[l.name] = l
+  end
 end
 
 local function plan_common()
   for _, dt in ipairs(M.DTYPES) do
     add_kernel({ name = "bc_amax__" .. dt, family = "amax", dtype = dt, template = "amax.cu", tuning = "amax" })
   end
+  -- zeroes fp32 words (the amax of a list before its atomics)
+  add_kernel({ name = "bc_zero", family = "zero", template = "zero.cu", tuning = "dequantize" })
   for _, en in ipairs(spec.sorted_keys(registry.elements)) do
     local e = registry.elements[en]
     -- an element with a fast conversion path gets a self-test (all fp32 inputs, all code pairs)
@@ -520,6 +532,9 @@ function M.generate(name, arch)
       d("BC_DATA_IS_VIEW", (row or f.columnwise.layout == "transposed") and "1" or "0")
     end
   end
+  -- the kernel's block index and grid: CUDA's own, or a list item's virtual ones (templates/list.cu)
+  d("BC_BID", k.list and "bc_vbid" or "blockIdx")
+  d("BC_GDIM", k.list and "bc_vgdim" or "gridDim")
   for _, l in ipairs(defs) do out[#out + 1] = l end
   out[#out + 1] = ""
 
@@ -528,15 +543,63 @@ function M.generate(name, arch)
   out[#out + 1] = render.render("common.cuh", common, params)
   local body = h.embedded("templates/" .. k.template)
   if not body then error("generator: missing template templates/" .. k.template) end
-  out[#out + 1] = render.render(k.template, body, params)
+  if not k.list then
+    out[#out + 1] = render.render(k.template, body, params)
+    return table.concat(out, "\n")
+  end
+  local lbody, item = M.listify(k.template, body)
+  out[#out + 1] = render.render(k.template, lbody, params)
+  params.LAUNCH_BOUNDS, params.ITEM_FIELDS, params.CALL_ARGS = item.bounds, item.fields, item.args
+  out[#out + 1] = render.render("list.cu", h.embedded("templates/list.cu"), params)
   return table.concat(out, "\n")
+end
+
+-- Alignment (= size, or 8 for bc_sl) of a kernel parameter's type in the list item, which the
+-- host packs the same way (runtime/multi/bc_list.c: each argument at a multiple of its size).
+local function param_align(file, ty)
+  if ty:find("%*") then return 8 end
+  local A = { i64 = 8, u64 = 8, bc_sl = 8, int = 4, float = 4, u32 = 4 }
+  local a = A[(ty:gsub("^const%s+", ""))]
+  if not a then
+    error(string.format("generator: %s: kernel parameter type '%s' has no list packing rule (gen/blockcast.lua: param_align)", file, ty), 0)
+  end
+  return a
+end
+
+-- The list variant of a template: each kernel entry `extern "C" __global__ void
+-- __launch_bounds__(..) ${KERNEL}(params)` becomes the device function bc_list_body(params,
+-- bc_vbid, bc_vgdim) on the same lines, and the item of templates/list.cu holds the parameters
+-- as struct fields (every entry of a template must have the same parameters).
+function M.listify(file, text)
+  local item
+  local out, n = text:gsub('extern "C" __global__ void (__launch_bounds__%b())(%s*)%${KERNEL}(%b())', function(lb, ws, plist)
+    local inner = plist:sub(2, -2)
+    local fields, args = {}, {}
+    for p in (inner .. ","):gmatch("([^,]*),") do
+      p = p:gsub("__restrict__", ""):gsub("%s+", " "):gsub("^ ", ""):gsub(" $", "")
+      local ty, nm = p:match("^(.-)%s*([%a_][%w_]*)$")
+      if not ty or ty == "" then error(string.format("generator: %s: cannot read kernel parameter '%s'", file, p), 0) end
+      param_align(file, ty)
+      fields[#fields + 1] = ty .. " " .. nm .. ";"
+      args[#args + 1] = "it." .. nm
+    end
+    local this = { bounds = lb, fields = table.concat(fields, " "), args = table.concat(args, ", ") }
+    if item and (item.fields ~= this.fields or item.bounds ~= this.bounds) then
+      error(string.format("generator: %s: its kernel entries differ in parameters or launch bounds; a list variant needs one", file), 0)
+    end
+    item = this
+    return "static __device__ __forceinline__ void" .. ws .. "bc_list_body" .. plist:sub(1, -2) ..
+           ", const uint3 bc_vbid, const uint3 bc_vgdim)"
+  end)
+  if n == 0 then error(string.format("generator: %s: no kernel entry for a list variant", file), 0) end
+  return out, item
 end
 
 -- Descriptive record of a kernel for the host: family, dtype, direction, format.
 function M.kernel_desc(name)
   local k = kernel(name)
   return { name = k.name, family = k.family, dtype = k.dtype or "", dir = k.dir or "",
-           format = k.format and k.format.name or "", min_sm = k.min_sm or 0 }
+           format = k.format and k.format.name or "", min_sm = k.min_sm or 0, list = k.list and 1 or 0 }
 end
 
 return M

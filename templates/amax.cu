@@ -6,11 +6,11 @@
 extern "C" __global__ void __launch_bounds__(BC_THREADS, BC_MIN_BLOCKS)
 ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, float *__restrict__ amax, int vec_ok) {
   const i64 slots = (cols + BC_VEC - 1) / BC_VEC;
-  const i64 stride = (i64)gridDim.x * BC_THREADS * BC_UNROLL;
+  const i64 stride = (i64)BC_GDIM.x * BC_THREADS * BC_UNROLL;
   float m = 0.0f;
-  for (i64 r = blockIdx.y; r < rows; r += gridDim.y) {
+  for (i64 r = BC_BID.y; r < rows; r += BC_GDIM.y) {
     const BC_DTYPE_T *src = in + r * ld;
-    for (i64 base = (i64)blockIdx.x * BC_THREADS * BC_UNROLL + threadIdx.x; base < slots; base += stride) {
+    for (i64 base = (i64)BC_BID.x * BC_THREADS * BC_UNROLL + threadIdx.x; base < slots; base += stride) {
       uint4 v[BC_UNROLL];
       bc_load_slots(src, base, slots, cols, vec_ok, v);
 #pragma unroll

@@ -11,11 +11,11 @@ ${KERNEL}(const u8 *__restrict__ q, i64 rows, i64 cols, i64 ld, const float *__r
   const float si = *scale_inv_ptr;
   const i64 full = cols / 8;
   // one row per (y, z) block: no row loop (it cost ~4 ms of every cold compile; tests/bench/NOTES.md)
-  const i64 r = blockIdx.y + (i64)blockIdx.z * gridDim.y;
+  const i64 r = BC_BID.y + (i64)BC_BID.z * BC_GDIM.y;
   if (r < rows) {
     const u8 *src = q + r * cols;
     BC_DTYPE_T *dst = out + r * ld;
-    const i64 base = (i64)blockIdx.x * BC_UNROLL * BC_THREADS + threadIdx.x;
+    const i64 base = (i64)BC_BID.x * BC_UNROLL * BC_THREADS + threadIdx.x;
     uint2 v[BC_UNROLL];
 #pragma unroll
     for (int u = 0; u < BC_UNROLL; u++) {

@@ -179,10 +179,10 @@ ${KERNEL}(const u8 *__restrict__ q, i64 drows, i64 dcols, const void *__restrict
   const bc_tensor_scale ts = bc_tensor_scale_from_amax(global_amax);
   const i64 row_bytes = dcols * BC_ELEM_BITS / 8;
   const i64 full = dcols / BC_SLOT, slots = (dcols + BC_SLOT - 1) / BC_SLOT;
-  const i64 base = (i64)blockIdx.x * BC_UNROLL * BC_THREADS + threadIdx.x;
+  const i64 base = (i64)BC_BID.x * BC_UNROLL * BC_THREADS + threadIdx.x;
   const i64 step = bc_dq_step(sl);
 #pragma unroll 1
-  for (i64 dr = blockIdx.y; dr < drows; dr += gridDim.y) {
+  for (i64 dr = BC_BID.y; dr < drows; dr += BC_GDIM.y) {
     const u8 *qrow = q + dr * row_bytes;
     BC_DTYPE_T *orow = out + dr * ld;
     u32 w[BC_UNROLL][BC_SLOT_WORDS], sc[BC_UNROLL][BC_SC_WORDS];
@@ -264,7 +264,7 @@ ${KERNEL}(const u8 *__restrict__ q, i64 drows, i64 dcols, const void *__restrict
   // slots wholly inside the tensor; with rows shorter than a slot, none take the vector paths
   const i64 whole = dcols >= BC_SLOT ? total / BC_SLOT : 0;
   const double inv = 1.0 / (double)dcols;
-  const i64 base = (i64)blockIdx.x * BC_UNROLL * BC_THREADS + threadIdx.x;
+  const i64 base = (i64)BC_BID.x * BC_UNROLL * BC_THREADS + threadIdx.x;
   const i64 step = bc_dq_step(sl);
   u32 w[BC_UNROLL][BC_SLOT_WORDS], sc[BC_UNROLL][BC_SLOT_SCALES == 1 ? 2 : BC_SC_WORDS];
 #if BC_SLOT_SCALES == 1

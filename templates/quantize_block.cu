@@ -304,10 +304,10 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
   extern __shared__ __align__(16) u8 bc_smem[];
   u8 *tile = bc_smem;
   const int tid = threadIdx.x;
-  const i64 t = blockIdx.x;
+  const i64 t = BC_BID.x;
 
   if (t >= tiles) {  // scale padding, written as zeros
-    const i64 stride = ((i64)gridDim.x - tiles) * BC_THREADS;
+    const i64 stride = ((i64)BC_GDIM.x - tiles) * BC_THREADS;
     const i64 i0 = (t - tiles) * BC_THREADS + tid;
 #if BC_ROWWISE
     for (i64 i = i0, n = bc_sl_pad_count(row_sl); i < n; i += stride) bc_sl_pad_zero(row_sl, row_scale, BC_SCALE_BYTES, i);

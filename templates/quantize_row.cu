@@ -10,14 +10,14 @@ extern "C" __global__ void __launch_bounds__(BC_THREADS, BC_MIN_BLOCKS)
 ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const float *__restrict__ scale_ptr,
           u8 *__restrict__ out, float *__restrict__ scale_inv_out) {
   const float scale = *scale_ptr;
-  if (scale_inv_out && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *scale_inv_out = bc_rcp_rn(scale);
+  if (scale_inv_out && BC_BID.x == 0 && BC_BID.y == 0 && threadIdx.x == 0) *scale_inv_out = bc_rcp_rn(scale);
   const i64 full = cols / BC_VEC;
   // one row per (y, z) block: no row loop (it cost ~4 ms of every cold compile; tests/bench/NOTES.md)
-  const i64 r = blockIdx.y + (i64)blockIdx.z * gridDim.y;
+  const i64 r = BC_BID.y + (i64)BC_BID.z * BC_GDIM.y;
   if (r < rows) {
     const BC_DTYPE_T *src = in + r * ld;
     u8 *dst = out + r * cols;
-    const i64 base = (i64)blockIdx.x * BC_UNROLL * BC_THREADS + threadIdx.x;
+    const i64 base = (i64)BC_BID.x * BC_UNROLL * BC_THREADS + threadIdx.x;
     uint4 v[BC_UNROLL];
 #pragma unroll
     for (int u = 0; u < BC_UNROLL; u++) {

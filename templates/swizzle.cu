@@ -7,7 +7,7 @@ extern "C" __global__ void __launch_bounds__(BC_THREADS)
 ${KERNEL}(const void *__restrict__ src, bc_sl s, void *__restrict__ dst, bc_sl d) {
   const i64 n = d.prows * d.pcols;
 #pragma unroll 1
-  for (i64 i = (i64)blockIdx.x * BC_THREADS + threadIdx.x; i < n; i += (i64)gridDim.x * BC_THREADS) {
+  for (i64 i = (i64)BC_BID.x * BC_THREADS + threadIdx.x; i < n; i += (i64)BC_GDIM.x * BC_THREADS) {
     const i64 r = i / d.pcols, c = i % d.pcols;
     const bool in = r < d.lrows && c < d.lcols;
 #if BC_SCALE_BYTES == 4

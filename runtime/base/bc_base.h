@@ -27,11 +27,13 @@ static inline int bci_aligned(const void *p, size_t a) { return ((uintptr_t)p % 
 struct lua_State;
 struct bci_kmap_entry;
 struct bci_aot_entry;
+struct bci_list_state;
 
 #define BCI_ERR_MAX 8192
 
 struct bc_ctx {
   char err[BCI_ERR_MAX];          /* base: the last error's message */
+  uint64_t id;                    /* ctx: unique in the process (keys per-thread caches) */
   pthread_mutex_t lock;           /* ctx: guards the Lua state, the formats and the kernel map */
   struct lua_State *L;            /* jit/bc_lua.c: the generator */
   size_t lua_mem, lua_mem_limit;  /* jit/bc_lua.c */
@@ -43,6 +45,7 @@ struct bc_ctx {
   size_t naot;
   int aot_indexed;
   bc_stats stats;                 /* counted by jit/ */
+  struct bci_list_state *list;    /* multi/bc_list.c: the reusable buffers of list calls */
 };
 
 /* ---- errors (bc_error.c) ---- */
@@ -98,6 +101,18 @@ typedef struct bci_cuda_api {
   PFN_cuLaunchKernelEx_v11060 LaunchKernelEx;
   PFN_cuMemsetD32Async_v3020 MemsetD32Async;
   PFN_cuKernelSetAttribute_v12000 KernelSetAttribute;
+  /* lists (multi/bc_list.c): item tables in pinned memory, copied to a device buffer */
+  PFN_cuMemAlloc_v3020 MemAlloc;
+  PFN_cuMemFree_v3020 MemFree;
+  PFN_cuMemcpyHtoDAsync_v3020 MemcpyHtoDAsync;
+  PFN_cuMemHostAlloc_v2020 MemHostAlloc;
+  PFN_cuMemFreeHost_v2000 MemFreeHost;
+  PFN_cuEventCreate_v2000 EventCreate;
+  PFN_cuEventRecord_v2000 EventRecord;
+  PFN_cuEventQuery_v2000 EventQuery;
+  PFN_cuEventSynchronize_v2000 EventSynchronize;
+  PFN_cuEventDestroy_v4000 EventDestroy;
+  PFN_cuStreamSynchronize_v2000 StreamSynchronize;
 } bci_cuda_api;
 
 typedef struct bci_nvrtc_api {

@@ -50,6 +50,17 @@ static void load_cuda(void) {
   SYM(LaunchKernelEx, "cuLaunchKernelEx", 11060);
   SYM(MemsetD32Async, "cuMemsetD32Async", 3020);
   SYM(KernelSetAttribute, "cuKernelSetAttribute", 12000);
+  SYM(MemAlloc, "cuMemAlloc", 3020);
+  SYM(MemFree, "cuMemFree", 3020);
+  SYM(MemcpyHtoDAsync, "cuMemcpyHtoDAsync", 3020);
+  SYM(MemHostAlloc, "cuMemHostAlloc", 2020);
+  SYM(MemFreeHost, "cuMemFreeHost", 2000);
+  SYM(EventCreate, "cuEventCreate", 2000);
+  SYM(EventRecord, "cuEventRecord", 2000);
+  SYM(EventQuery, "cuEventQuery", 2000);
+  SYM(EventSynchronize, "cuEventSynchronize", 2000);
+  SYM(EventDestroy, "cuEventDestroy", 4000);
+  SYM(StreamSynchronize, "cuStreamSynchronize", 2000);
 #undef SYM
   CUresult r = bci_cu.Init(0);
   if (r != CUDA_SUCCESS) {
@@ -121,6 +132,13 @@ bc_status bci_nvrtc_load(bc_ctx *ctx) {
   return BC_OK;
 }
 
+/* The last answer of this thread, for its (context, device): every launch asks (the arch keys
+ * the loaded kernels), and three attribute queries cost more than the rest of a list entry. */
+static __thread CUcontext dev_cache_ctx;
+static __thread CUdevice dev_cache_dev;
+static __thread char dev_cache_arch[16];
+static __thread int dev_cache_sms;
+
 bc_status bci_cuda_device(bc_ctx *ctx, char arch[16], int *sm_count) {
   bc_status s = bci_cuda_load(ctx);
   if (s != BC_OK) return s;
@@ -130,6 +148,11 @@ bc_status bci_cuda_device(bc_ctx *ctx, char arch[16], int *sm_count) {
     return bci_fail(ctx, BC_ERR_CUDA, "no current CUDA context on this thread: call cudaSetDevice() (runtime API) or cuCtxSetCurrent() before GPU calls");
   CUdevice dev;
   BCI_CU(ctx, bci_cu.CtxGetDevice(&dev));
+  if (c == dev_cache_ctx && dev == dev_cache_dev && dev_cache_arch[0]) {
+    memcpy(arch, dev_cache_arch, 16);
+    if (sm_count) *sm_count = dev_cache_sms;
+    return BC_OK;
+  }
   int major = 0, minor = 0, sms = 0;
   BCI_CU(ctx, bci_cu.DeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
   BCI_CU(ctx, bci_cu.DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
@@ -140,6 +163,10 @@ bc_status bci_cuda_device(bc_ctx *ctx, char arch[16], int *sm_count) {
   else
     snprintf(arch, 16, "sm_%d%d", major, minor);
   if (sm_count) *sm_count = sms;
+  dev_cache_ctx = c;
+  dev_cache_dev = dev;
+  dev_cache_sms = sms;
+  memcpy(dev_cache_arch, arch, 16);
   return BC_OK;
 }
 

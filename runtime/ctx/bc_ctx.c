@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "jit/bc_jit.h"
+#include "multi/bc_multi.h"
 
 bc_status bc_ctx_create(bc_ctx **out, char *errbuf, size_t errbuf_size) {
   if (errbuf && errbuf_size) errbuf[0] = 0;
@@ -21,7 +21,11 @@ bc_status bc_ctx_create(bc_ctx **out, char *errbuf, size_t errbuf_size) {
     return BC_ERR_NOMEM;
   }
   pthread_mutex_init(&ctx->lock, NULL);
-  bc_status s = bci_lua_open(ctx, errbuf, errbuf_size);
+  static uint64_t next_id;
+  ctx->id = __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
+  bc_status s = bci_list_init(ctx);
+  if (s == BC_OK) s = bci_lua_open(ctx, errbuf, errbuf_size);
+  else if (errbuf && errbuf_size) snprintf(errbuf, errbuf_size, "%s", ctx->err);
   if (s != BC_OK) {
     bc_ctx_destroy(ctx);
     return s;
@@ -88,6 +92,7 @@ bc_status bc_spec_path_add(bc_ctx *ctx, const char *path) {
 
 void bc_ctx_destroy(bc_ctx *ctx) {
   if (!ctx) return;
+  bci_list_free(ctx);
   bci_kernels_free(ctx);
   bci_lua_close(ctx);
   bci_formats_free(ctx);

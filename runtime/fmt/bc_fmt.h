@@ -93,6 +93,20 @@ BCI_HIDDEN int64_t bci_sl_offset(const bci_sl *sl, int64_t r, int64_t c);
 BCI_HIDDEN bc_status bci_check_shape_dir(bc_ctx *ctx, const char *fn, const bc_format *fmt, int64_t rows, int64_t cols,
                                           bc_direction dir);
 
+/* ---- grouped tensors (bc_layout.c): group g of a [sum(group_rows), cols] input is the rows
+ * [r0, r0 + group_rows[g]) and a tensor of its own at the offsets bc_grouped_layout gives ---- */
+BCI_HIDDEN bc_status bci_check_grouped(bc_ctx *ctx, const char *fn, const bc_tensor *x, int64_t groups,
+                                       const int64_t *group_rows, const bc_qtensor *q, int64_t *ld);
+typedef struct bci_group_cursor {
+  int64_t g, r0;
+  bc_group_offsets at;
+} bci_group_cursor;
+BCI_HIDDEN void bci_group_first(bci_group_cursor *c);
+/* the views of the cursor's group (x rows, q buffers at their offsets; amax, scale at [g];
+ * sr_offset + g), then the cursor moves to the next group */
+BCI_HIDDEN bc_status bci_group_next(bc_ctx *ctx, const char *fn, const bc_tensor *x, int64_t ld, const int64_t *group_rows,
+                                    const bc_qtensor *q, bci_group_cursor *c, bc_tensor *xg, bc_qtensor *qg);
+
 /* ---- tensor checks (bc_tensor.c) ---- */
 /* x is a well-formed hp tensor of fn's argument arg; *ld its row stride in elements */
 BCI_HIDDEN bc_status bci_check_tensor(bc_ctx *ctx, const char *fn, const char *arg, const bc_tensor *x, int64_t *ld);

@@ -150,3 +150,137 @@ bc_status bc_qtensor_layout(bc_ctx *ctx, const bc_format *fmt, int64_t rows, int
   out->scale_bytes = g.scale_bytes;
   return BC_OK;
 }
+
+/* ---- grouped tensors: one [sum(group_rows), cols] input split along its rows ---- */
+
+/* The bytes group g adds to the grouped buffers of directions `dirs` (a mask of bc_direction):
+ * the layout of its own [rows, cols] tensor; per-tensor formats one fp32 scale_inv entry per
+ * group, empty groups included. */
+static bc_status group_sizes(bc_ctx *ctx, const char *fn, const bc_format *fmt, int64_t rows, int64_t cols, int dirs, int swz,
+                             bc_group_offsets *sz) {
+  memset(sz, 0, sizeof *sz);
+  for (int d = 0; d < 2; d++) {
+    bc_direction dir = d ? BC_COLUMNWISE : BC_ROWWISE;
+    if (!(dirs & dir)) continue;
+    size_t data = 0, scale = fmt->block == BC_BLOCK_TENSOR ? sizeof(float) : 0;
+    if (rows > 0) {
+      bci_geom g;
+      bc_status s = bci_geom_get(ctx, fn, fmt, rows, cols, dir, swz != 0, &g);
+      if (s != BC_OK) return s;
+      data = g.data_bytes;
+      scale = g.scale_bytes;
+    }
+    if (d) {
+      sz->columnwise_data = data;
+      sz->columnwise_scale_inv = scale;
+    } else {
+      sz->rowwise_data = data;
+      sz->rowwise_scale_inv = scale;
+    }
+  }
+  return BC_OK;
+}
+
+static void offsets_add(bc_group_offsets *a, const bc_group_offsets *b) {
+  a->rowwise_data += b->rowwise_data;
+  a->rowwise_scale_inv += b->rowwise_scale_inv;
+  a->columnwise_data += b->columnwise_data;
+  a->columnwise_scale_inv += b->columnwise_scale_inv;
+}
+
+static bc_status check_groups(bc_ctx *ctx, const char *fn, int64_t groups, const int64_t *group_rows, int64_t rows,
+                              int64_t cols) {
+  if (groups < 1 || groups > 0x7FFFFFFF)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: groups is %lld; expected 1 to 2^31 - 1", fn, (long long)groups);
+  if (!group_rows) return bci_fail(ctx, BC_ERR_ARG, "%s: argument 'group_rows' is NULL; expected %lld row counts (host memory)", fn, (long long)groups);
+  if (cols < 1) return bci_fail(ctx, BC_ERR_ARG, "%s: cols is %lld; expected >= 1", fn, (long long)cols);
+  int64_t sum = 0;
+  for (int64_t g = 0; g < groups; g++) {
+    if (group_rows[g] < 0 || group_rows[g] > BCI_MAX_ELEMS / cols)
+      return bci_fail(ctx, BC_ERR_ARG, "%s: group_rows[%lld] is %lld; expected 0 <= rows and at most 2^50 elements", fn,
+                      (long long)g, (long long)group_rows[g]);
+    sum += group_rows[g];
+    if (sum > BCI_MAX_ELEMS / cols) return bci_fail(ctx, BC_ERR_ARG, "%s: the groups hold more than 2^50 elements", fn);
+  }
+  if (rows >= 0 && sum != rows)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: group_rows add up to %lld rows but the tensor has %lld; they must be equal", fn,
+                    (long long)sum, (long long)rows);
+  return BC_OK;
+}
+
+bc_status bc_grouped_layout(bc_ctx *ctx, const bc_format *fmt, int64_t groups, const int64_t *group_rows, int64_t cols,
+                            int directions, int scale_swizzled, bc_group_offsets *offsets) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  const char *fn = "bc_grouped_layout";
+  bc_status s = bci_check_format(ctx, fmt, "fmt");
+  if (s == BC_OK) s = check_groups(ctx, fn, groups, group_rows, -1, cols);
+  if (s != BC_OK) return s;
+  if (directions < 1 || directions > 3)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: directions is %d; expected BC_ROWWISE, BC_COLUMNWISE or BC_ROWWISE | BC_COLUMNWISE", fn,
+                    directions);
+  if (((directions & BC_ROWWISE) && !fmt->has_rowwise) || ((directions & BC_COLUMNWISE) && !fmt->has_columnwise))
+    return bci_fail(ctx, BC_ERR_ARG, "%s: format '%s' has no %s direction", fn, fmt->name,
+                    (directions & BC_ROWWISE) && !fmt->has_rowwise ? "rowwise" : "columnwise");
+  if (!offsets) return bci_fail(ctx, BC_ERR_ARG, "%s: argument 'offsets' is NULL; expected bc_group_offsets[groups + 1]", fn);
+  bc_group_offsets at = { 0, 0, 0, 0 };
+  for (int64_t g = 0; g < groups; g++) {
+    bc_group_offsets sz;
+    s = group_sizes(ctx, fn, fmt, group_rows[g], cols, directions, scale_swizzled, &sz);
+    if (s != BC_OK) {
+      char msg[BCI_ERR_MAX];
+      size_t skip = strlen(fn);
+      snprintf(msg, sizeof msg, "%s", strncmp(ctx->err, fn, skip) == 0 && ctx->err[skip] == ':' ? ctx->err + skip + 2 : ctx->err);
+      return bci_fail(ctx, s, "%s: group %lld: %s", fn, (long long)g, msg);
+    }
+    offsets[g] = at;
+    offsets_add(&at, &sz);
+  }
+  offsets[groups] = at;
+  return BC_OK;
+}
+
+bc_status bci_check_grouped(bc_ctx *ctx, const char *fn, const bc_tensor *x, int64_t groups, const int64_t *group_rows,
+                            const bc_qtensor *q, int64_t *ld) {
+  if (!x) return bci_fail(ctx, BC_ERR_ARG, "%s: argument 'x' is NULL; expected a bc_tensor", fn);
+  if (!q) return bci_fail(ctx, BC_ERR_ARG, "%s: argument 'q' is NULL; expected a bc_qtensor", fn);
+  bc_status s = bci_check_tensor(ctx, fn, "x", x, ld);
+  if (s == BC_OK) s = bci_check_format(ctx, q->format, "q->format");
+  if (s == BC_OK) s = check_groups(ctx, fn, groups, group_rows, x->rows, x->cols);
+  if (s != BC_OK) return s;
+  if (q->rows != x->rows || q->cols != x->cols)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: q has shape [%lld, %lld] but x has [%lld, %lld]; they must match", fn,
+                    (long long)q->rows, (long long)q->cols, (long long)x->rows, (long long)x->cols);
+  return BC_OK;
+}
+
+void bci_group_first(bci_group_cursor *c) { memset(c, 0, sizeof *c); }
+
+bc_status bci_group_next(bc_ctx *ctx, const char *fn, const bc_tensor *x, int64_t ld, const int64_t *group_rows,
+                         const bc_qtensor *q, bci_group_cursor *c, bc_tensor *xg, bc_qtensor *qg) {
+  int64_t g = c->g, rows = group_rows[g];
+  bc_group_offsets sz;
+  int dirs = (q->rowwise_data ? BC_ROWWISE : 0) | (q->columnwise_data ? BC_COLUMNWISE : 0);
+  bc_status s = group_sizes(ctx, fn, q->format, rows, x->cols, dirs, q->scale_swizzled, &sz);
+  if (s != BC_OK) return s;
+  const bc_group_offsets *o = &c->at;
+  *xg = *x;
+  xg->data = (char *)x->data + (size_t)(c->r0 * ld) * bc_dtype_size(x->dtype);
+  xg->rows = rows;
+  xg->row_stride = ld;
+  *qg = *q;
+  qg->rows = rows;
+#define BCI_AT(p, off) ((p) ? (void *)((char *)(p) + (off)) : NULL)
+  qg->rowwise_data = BCI_AT(q->rowwise_data, o->rowwise_data);
+  qg->rowwise_scale_inv = BCI_AT(q->rowwise_scale_inv, o->rowwise_scale_inv);
+  qg->columnwise_data = BCI_AT(q->columnwise_data, o->columnwise_data);
+  qg->columnwise_scale_inv = BCI_AT(q->columnwise_scale_inv, o->columnwise_scale_inv);
+#undef BCI_AT
+  qg->amax = q->amax ? q->amax + g : NULL;
+  qg->scale = q->scale ? q->scale + g : NULL;
+  qg->sr_offset = q->sr_offset + (uint64_t)g;
+  offsets_add(&c->at, &sz);
+  c->r0 += rows;
+  c->g++;
+  return BC_OK;
+}

@@ -232,6 +232,71 @@ typedef enum bc_amax_algo {
 BC_API bc_status bc_delayed_scale_update(bc_ctx *ctx, const bc_format *fmt, int64_t n, int history_len, float *history,
                                          float *scale, float *scale_inv, int margin, bc_amax_algo algo, void *stream);
 
+/* Lists: the operations above on n tensors at once, one launch per kernel however many tensors
+ * (each tensor gets the blocks its own launch would have, so the results are bit-identical to
+ * n single calls, and one large tensor and thousands of small ones share the GPU). A tensor's
+ * launches keep their order (a per-tensor quantize is zero -> amax -> scale -> cast; all
+ * tensors' amaxes run before any scale). Entries are plain arrays of n descriptors; mixed
+ * shapes, strides, dtypes and formats are fine; entries with 0 rows or 0 cols are skipped
+ * (bc_amax_list writes 0 for them). Every entry is checked before anything is launched: a bad
+ * one fails the call, launches nothing and names its index ("tensor 17: ..."); outputs that
+ * overlap between entries are refused. n = 0 does nothing.
+ * Per call: the launches' item tables (the arguments and grid of every tensor, ~100-200 bytes
+ * each) are built in a pinned buffer of the context, copied on `stream` to a stream-ordered
+ * device allocation (cuMemAllocAsync) and freed there after the launches; no host
+ * synchronization (a call waits only when 16 earlier calls' copies are all still pending).
+ * One context may be used from several threads: list calls take the context's list lock. */
+
+/* amax[i] = max |x[i]| (device fp32[n]: one array, e.g. for one all-reduce of the list). */
+BC_API bc_status bc_amax_list(bc_ctx *ctx, int64_t n, const bc_tensor *x, float *amax, void *stream);
+/* scale[i], scale_inv[i] (may be NULL) from amax[i] by fmt's rule; device fp32[n] each. */
+BC_API bc_status bc_compute_scale_list(bc_ctx *ctx, const bc_format *fmt, int64_t n, const float *amax, float *scale,
+                                       float *scale_inv, void *stream);
+/* bc_quantize / bc_quantize_cast of x[i] into q[i], each q[i] with its own format and buffers. */
+BC_API bc_status bc_quantize_list(bc_ctx *ctx, int64_t n, const bc_tensor *x, bc_qtensor *q, void *stream);
+BC_API bc_status bc_quantize_cast_list(bc_ctx *ctx, int64_t n, const bc_tensor *x, bc_qtensor *q, void *stream);
+/* bc_dequantize of direction dir of q[i] into out[i]. */
+BC_API bc_status bc_dequantize_list(bc_ctx *ctx, int64_t n, const bc_qtensor *q, bc_direction dir, const bc_tensor *out,
+                                    void *stream);
+/* bc_scale_swizzle of each job (all in the same direction of conversion). */
+typedef struct bc_swizzle_job {
+  const bc_format *format;
+  int64_t rows, cols;
+  bc_direction dir;
+  const void *src;
+  void *dst;
+} bc_swizzle_job;
+BC_API bc_status bc_scale_swizzle_list(bc_ctx *ctx, int64_t n, const bc_swizzle_job *jobs, int from_swizzled, void *stream);
+
+/* Grouped (mixture of experts): x is [sum(group_rows), cols], split along its rows into groups
+ * of any size (0 and 1 included); group g is quantized as a tensor of its own [group_rows[g],
+ * cols] (its own amax, scales) into one set of buffers, at the offsets bc_grouped_layout gives:
+ *   rowwise data       groups one after another: the same bytes as the whole tensor's rowwise
+ *                      data ([sum, cols], row-major);
+ *   columnwise data    each group's [cols, group_rows[g]] (transposed formats) or
+ *                      [group_rows[g], cols] block, one after another;
+ *   block scale_inv    each group's own scale matrix, as bc_qtensor_layout gives it for its
+ *                      shape (padding included), one after another; with scale_swizzled each
+ *                      group's matrix is the 128x4 GEMM swizzle padded to whole 128 x 4 tiles,
+ *                      the padded-per-group layout grouped GEMMs read;
+ *   per-tensor formats scale_inv, amax and scale are fp32[groups] (entry g for group g);
+ *   NVFP4 (two-level)  amax is fp32[groups]: the global amax of each group.
+ * offsets is bc_group_offsets[groups + 1]: offsets[g] the byte offsets of group g in each
+ * buffer of the directions asked (a mask: BC_ROWWISE, BC_COLUMNWISE or both; the others stay
+ * 0), offsets[groups] the total sizes to allocate. A group whose shape the format cannot hold
+ * (odd rows for 4-bit columnwise data) fails naming the group. */
+typedef struct bc_group_offsets {
+  size_t rowwise_data, rowwise_scale_inv, columnwise_data, columnwise_scale_inv;
+} bc_group_offsets;
+BC_API bc_status bc_grouped_layout(bc_ctx *ctx, const bc_format *fmt, int64_t groups, const int64_t *group_rows, int64_t cols,
+                                   int directions, int scale_swizzled, bc_group_offsets *offsets);
+/* q: rows = sum(group_rows), cols, the base pointers of the buffers above (the directions whose
+ * data pointer is set, laid out as bc_grouped_layout gives for them); each group reads
+ * q->amax + g / q->scale + g and stochastic rounding uses sr_offset + g. An empty group writes
+ * nothing (not even its amax / scale entries). */
+BC_API bc_status bc_quantize_grouped(bc_ctx *ctx, const bc_tensor *x, int64_t groups, const int64_t *group_rows,
+                                     const bc_qtensor *q, void *stream);
+
 /* ---- kernels ------------------------------------------------------------------------------ */
 
 /* Names of every kernel for `arch` ("sm_90"; NULL: all), sorted; format NULL: all formats, ""
@@ -254,6 +319,7 @@ typedef struct bc_stats {
   uint64_t cache_misses;     /* kernels not in the disk cache (then compiled) */
   uint64_t cache_writes;     /* kernels written to the disk cache */
   uint64_t cache_bad;        /* cache files that failed verification (treated as misses, replaced) */
+  uint64_t launches;         /* kernels launched by this context's calls */
 } bc_stats;
 
 BC_API void bc_get_stats(const bc_ctx *ctx, bc_stats *out);
@@ -271,6 +337,9 @@ BC_API bc_status bc_ref_amax(bc_ctx *ctx, const bc_tensor *x, float *amax);
 BC_API bc_status bc_ref_quantize_cast(bc_ctx *ctx, const bc_tensor *x, bc_qtensor *q);
 BC_API bc_status bc_ref_quantize(bc_ctx *ctx, const bc_tensor *x, bc_qtensor *q);
 BC_API bc_status bc_ref_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction dir, const bc_tensor *out);
+/* bc_quantize_grouped on host memory (same layout). */
+BC_API bc_status bc_ref_quantize_grouped(bc_ctx *ctx, const bc_tensor *x, int64_t groups, const int64_t *group_rows,
+                                         const bc_qtensor *q);
 BC_API bc_status bc_ref_delayed_scale_update(bc_ctx *ctx, const bc_format *fmt, int64_t n, int history_len,
                                              float *history, float *scale, float *scale_inv, int margin,
                                              bc_amax_algo algo);

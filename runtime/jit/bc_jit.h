@@ -31,6 +31,44 @@ BCI_HIDDEN bc_status bci_kernel_launch_smem(bc_ctx *ctx, const bci_kernel *k, un
                                             unsigned bx, int smem, void *stream, void **params);
 BCI_HIDDEN void bci_kernels_free(bc_ctx *ctx);
 
+/* ---- a launch now, or recorded into a list (bc_kernel.c) ----
+ * The operations of ops/ describe each launch once: kernel, grid, block, shared memory and the
+ * arguments with their sizes. Without a sink it is launched at once; with one it is recorded,
+ * its arguments packed as the list item of templates/list.cu holds them (each at a multiple of
+ * its size, 8 at most), so that multi/ runs the records of many tensors as one launch of the
+ * kernel's list variant. `stage` numbers a tensor's records in order (a later record of one
+ * tensor may read what an earlier one wrote); `item` is the list index of the tensor. */
+typedef struct bci_arg {
+  const void *p;
+  size_t size;
+} bci_arg;
+#define BCI_ARG(x) { &(x), sizeof(x) }
+
+typedef struct bci_rec {
+  const bci_kernel *k;
+  unsigned grid[3], threads;
+  int smem, stage;
+  int64_t item;
+  size_t off, len; /* packed arguments in the sink's bytes */
+} bci_rec;
+
+typedef struct bci_sink {
+  bci_rec *recs;
+  size_t n, cap;
+  unsigned char *bytes;
+  size_t len, bytes_cap;
+  int stage;    /* the next record's stage (the caller resets it per tensor) */
+  int64_t item; /* the tensor being recorded */
+} bci_sink;
+
+#define BCI_MAX_ARGS 24
+BCI_HIDDEN bc_status bci_run(bc_ctx *ctx, bci_sink *sink, const bci_kernel *k, unsigned gx, unsigned gy, unsigned gz,
+                             unsigned threads, int smem, void *stream, const bci_arg *args, int nargs);
+/* n fp32 words at p set to 0: cuMemsetD32Async, or a record of kernel bc_zero */
+BCI_HIDDEN bc_status bci_zero32(bc_ctx *ctx, bci_sink *sink, float *p, int64_t n, void *stream);
+/* the packed size of arguments (what bci_run records) */
+BCI_HIDDEN size_t bci_args_packed(const bci_arg *args, int nargs, unsigned char *out);
+
 /* the context's loaded kernels (ctx->kmap) */
 typedef struct bci_kmap_entry {
   char key[160];

@@ -157,10 +157,31 @@ static bc_status kernel_get_locked(bc_ctx *ctx, const char *name, const bci_kern
   return BC_OK;
 }
 
+/* Per thread, the kernels this thread got last, direct-mapped by name hash and keyed by
+ * (context id, CUDA context, name): a list of 1000 tensors asks for the same few kernels
+ * thousands of times, and the locked lookup (device query, key, map) is most of a list
+ * entry's host time. Entries are never stale: kernels live as long as their bc_ctx, whose id
+ * is never reused. */
+typedef struct kcache_entry {
+  uint64_t ctx_id, hash;
+  CUcontext cu;
+  const bci_kernel *k;
+} kcache_entry;
+static __thread kcache_entry kcache[32];
+
 bc_status bci_kernel_get(bc_ctx *ctx, const char *name, const bci_kernel **out) {
+  CUcontext cu = NULL;
+  uint64_t h = fnv1a(name);
+  kcache_entry *e = &kcache[h & 31];
+  if (e->k && e->ctx_id == ctx->id && e->hash == h && bci_cu.CtxGetCurrent && bci_cu.CtxGetCurrent(&cu) == CUDA_SUCCESS &&
+      cu == e->cu && strcmp(e->k->name, name) == 0) {
+    *out = e->k;
+    return BC_OK;
+  }
   pthread_mutex_lock(&ctx->lock);
   bc_status s = kernel_get_locked(ctx, name, out);
   pthread_mutex_unlock(&ctx->lock);
+  if (s == BC_OK && bci_cu.CtxGetCurrent(&cu) == CUDA_SUCCESS) *e = (kcache_entry){ ctx->id, h, cu, *out };
   return s;
 }
 
@@ -200,6 +221,7 @@ bc_status bci_kernel_launch_smem(bc_ctx *ctx, const bci_kernel *k, unsigned gx, 
   cfg.hStream = (CUstream)stream;
   cfg.sharedMemBytes = (unsigned)smem;
   CUresult r = bci_cu.LaunchKernelEx(&cfg, (CUfunction)k->func, params, NULL);
+  if (r == CUDA_SUCCESS) __atomic_fetch_add(&ctx->stats.launches, 1, __ATOMIC_RELAXED);
   if (r != CUDA_SUCCESS) {
     const char *en = "?", *es = "?";
     bci_cu.GetErrorName(r, &en);
@@ -208,6 +230,72 @@ bc_status bci_kernel_launch_smem(bc_ctx *ctx, const bci_kernel *k, unsigned gx, 
                     bx, en, es);
   }
   return BC_OK;
+}
+
+size_t bci_args_packed(const bci_arg *args, int nargs, unsigned char *out) {
+  size_t off = 0;
+  for (int i = 0; i < nargs; i++) {
+    size_t a = args[i].size < 8 ? args[i].size : 8;
+    off = (off + a - 1) / a * a;
+    if (out) memcpy(out + off, args[i].p, args[i].size);
+    off += args[i].size;
+  }
+  return (off + 7) / 8 * 8;
+}
+
+static bc_status sink_put(bc_ctx *ctx, bci_sink *sink, const bci_kernel *k, unsigned gx, unsigned gy, unsigned gz,
+                          unsigned threads, int smem, const bci_arg *args, int nargs) {
+  size_t len = bci_args_packed(args, nargs, NULL);
+  if (sink->n == sink->cap) {
+    size_t cap = sink->cap ? 2 * sink->cap : 256;
+    bci_rec *r = realloc(sink->recs, cap * sizeof *r);
+    if (!r) return bci_fail(ctx, BC_ERR_NOMEM, "out of memory recording a list of %zu launches", sink->n);
+    sink->recs = r;
+    sink->cap = cap;
+  }
+  if (sink->len + len > sink->bytes_cap) {
+    size_t cap = sink->bytes_cap ? sink->bytes_cap : 16384;
+    while (cap < sink->len + len) cap *= 2;
+    unsigned char *b = realloc(sink->bytes, cap);
+    if (!b) return bci_fail(ctx, BC_ERR_NOMEM, "out of memory recording a list's arguments (%zu bytes)", cap);
+    sink->bytes = b;
+    sink->bytes_cap = cap;
+  }
+  bci_args_packed(args, nargs, sink->bytes + sink->len);
+  bci_rec *r = &sink->recs[sink->n++];
+  r->k = k;
+  r->grid[0] = gx;
+  r->grid[1] = gy;
+  r->grid[2] = gz;
+  r->threads = threads;
+  r->smem = smem;
+  r->stage = sink->stage++;
+  r->item = sink->item;
+  r->off = sink->len;
+  r->len = len;
+  sink->len += len;
+  return BC_OK;
+}
+
+bc_status bci_run(bc_ctx *ctx, bci_sink *sink, const bci_kernel *k, unsigned gx, unsigned gy, unsigned gz, unsigned threads,
+                  int smem, void *stream, const bci_arg *args, int nargs) {
+  if (gx == 0 || gy == 0 || gz == 0) return BC_OK;
+  if (nargs > BCI_MAX_ARGS) return bci_fail(ctx, BC_ERR_INTERNAL, "kernel %s: %d arguments, more than %d", k->name, nargs, BCI_MAX_ARGS);
+  if (sink) return sink_put(ctx, sink, k, gx, gy, gz, threads, smem, args, nargs);
+  void *params[BCI_MAX_ARGS];
+  for (int i = 0; i < nargs; i++) params[i] = (void *)args[i].p;
+  return bci_kernel_launch_smem(ctx, k, gx, gy, gz, threads, smem, stream, params);
+}
+
+bc_status bci_zero32(bc_ctx *ctx, bci_sink *sink, float *p, int64_t n, void *stream) {
+  if (!sink) return bci_cuda_memset32(ctx, p, 0, (size_t)n, stream);
+  const bci_kernel *k;
+  bc_status s = bci_kernel_get(ctx, "bc_zero", &k);
+  if (s != BC_OK) return s;
+  int64_t blocks = (n + k->launch.threads - 1) / k->launch.threads;
+  unsigned gx = blocks < 1024 ? (unsigned)blocks : 1024;
+  bci_arg args[] = { BCI_ARG(p), BCI_ARG(n) };
+  return bci_run(ctx, sink, k, gx, 1, 1, (unsigned)k->launch.threads, 0, stream, args, 2);
 }
 
 /* ---- public kernel calls ---- */

@@ -32,24 +32,24 @@ static unsigned umin64(int64_t a, int64_t b) { return (unsigned)(a < b ? a : b);
 
 /* The per-tensor row cast / dequantize: the vector kernel over the `full` whole slots of each row,
  * one row per (y, z) block (gridDim.y = min(rows, 65535)). */
-static bc_status launch_vec_rows(bc_ctx *ctx, const char *fn, const bci_kernel *k, int64_t full, int64_t rows, int64_t cols,
-                                 void *stream, void **params) {
+static bc_status launch_vec_rows(bc_ctx *ctx, bci_sink *sink, const char *fn, const bci_kernel *k, int64_t full, int64_t rows,
+                                 int64_t cols, void *stream, const bci_arg *args, int nargs) {
   const bci_launch *L = &k->launch;
   int64_t per_block = (int64_t)L->threads * L->unroll;
   int64_t gx = (full + per_block - 1) / per_block;
   if (gx > 0x7FFFFFFF) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "%s: a row of %lld elements is too long for one launch", fn, (long long)cols);
   if (rows > 65535LL * 65535) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "%s: %lld rows are more than one launch holds (65535^2)", fn, (long long)rows);
-  return bci_kernel_launch(ctx, k, (unsigned)gx, umin64(rows, 65535), (unsigned)((rows + 65534) / 65535), (unsigned)L->threads,
-                           stream, params);
+  return bci_run(ctx, sink, k, (unsigned)gx, umin64(rows, 65535), (unsigned)((rows + 65534) / 65535), (unsigned)L->threads,
+                 L->smem, stream, args, nargs);
 }
 
 /* ... and its element-wise companion over columns [c0, cols) of each row (grid-stride in x past
  * 2^20 blocks and in y past 65535 rows). */
-static bc_status launch_elems(bc_ctx *ctx, const bci_kernel *k, int64_t rows, int64_t cols, int64_t c0, void *stream,
-                              void **params) {
+static bc_status launch_elems(bc_ctx *ctx, bci_sink *sink, const bci_kernel *k, int64_t rows, int64_t cols, int64_t c0,
+                              void *stream, const bci_arg *args, int nargs) {
   int64_t t = k->launch.threads;
-  return bci_kernel_launch(ctx, k, umin64((cols - c0 + t - 1) / t, (int64_t)1 << 20), umin64(rows, 65535), 1, (unsigned)t, stream,
-                           params);
+  return bci_run(ctx, sink, k, umin64((cols - c0 + t - 1) / t, (int64_t)1 << 20), umin64(rows, 65535), 1, (unsigned)t,
+                 k->launch.smem, stream, args, nargs);
 }
 
 static bc_status get_kernel(bc_ctx *ctx, const bci_kernel **k, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -69,11 +69,11 @@ static int sm_count(bc_ctx *ctx) {
   return sms;
 }
 
-static bc_status amax_launch(bc_ctx *ctx, const bc_tensor *x, int64_t ld, float *amax, void *stream) {
+static bc_status amax_launch(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, int64_t ld, float *amax, void *stream) {
   const bci_kernel *k;
   bc_status s = get_kernel(ctx, &k, "bc_amax__%s", bc_dtype_name(x->dtype));
   if (s != BC_OK) return s;
-  s = bci_cuda_memset32(ctx, amax, 0, 1, stream);
+  s = bci_zero32(ctx, sink, amax, 1, stream);
   if (s != BC_OK) return s;
   int64_t rows = x->rows, cols = x->cols;
   if (ld == cols) { cols *= rows; rows = 1; ld = cols; }
@@ -82,37 +82,41 @@ static bc_status amax_launch(bc_ctx *ctx, const bc_tensor *x, int64_t ld, float 
   int64_t slots = (cols + L->vec - 1) / L->vec;
   unsigned gy = umin64(rows, 65535);
   int64_t want = (slots + (int64_t)L->threads * L->unroll - 1) / ((int64_t)L->threads * L->unroll);
+  /* one wave (in a list too: 8 waves a tensor measured slower, 1.77x against 1.28x of one
+   * kernel over the same bytes, the atomics of the extra blocks on one word per tensor) */
   int64_t cap = (int64_t)sm_count(ctx) * L->blocks_per_sm;
   cap = cap / gy > 0 ? cap / gy : 1;
   unsigned gx = umin64(want, cap);
   void *data = x->data;
-  void *params[] = { &data, &rows, &cols, &ld, &amax, &vec_ok };
-  return bci_kernel_launch(ctx, k, gx, gy, 1, (unsigned)L->threads, stream, params);
+  bci_arg args[] = { BCI_ARG(data), BCI_ARG(rows), BCI_ARG(cols), BCI_ARG(ld), BCI_ARG(amax), BCI_ARG(vec_ok) };
+  return bci_run(ctx, sink, k, gx, gy, 1, (unsigned)L->threads, L->smem, stream, args, 6);
+}
+
+bc_status bci_amax(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, float *amax, void *stream) {
+  int64_t ld;
+  bc_status s = bci_check_tensor(ctx, "bc_amax", "x", x, &ld);
+  if (s != BC_OK) return s;
+  if (!amax || !bci_aligned(amax, 4)) return bci_fail(ctx, BC_ERR_ARG, "bc_amax: argument 'amax' is NULL or misaligned; expected a device fp32[1]");
+  return amax_launch(ctx, sink, x, ld, amax, stream);
 }
 
 bc_status bc_amax(bc_ctx *ctx, const bc_tensor *x, float *amax, void *stream) {
   if (!ctx) return BC_ERR_ARG;
   bci_clear_error(ctx);
-  int64_t ld;
-  bc_status s = bci_check_tensor(ctx, "bc_amax", "x", x, &ld);
-  if (s != BC_OK) return s;
-  if (!amax || !bci_aligned(amax, 4)) return bci_fail(ctx, BC_ERR_ARG, "bc_amax: argument 'amax' is NULL or misaligned; expected a device fp32[1]");
-  return amax_launch(ctx, x, ld, amax, stream);
+  return bci_amax(ctx, NULL, x, amax, stream);
 }
 
-static bc_status scale_launch(bc_ctx *ctx, const bc_format *fmt, const float *amax, float *scale, float *scale_inv,
-                              void *stream) {
+static bc_status scale_launch(bc_ctx *ctx, bci_sink *sink, const bc_format *fmt, const float *amax, float *scale,
+                              float *scale_inv, void *stream) {
   const bci_kernel *k;
   bc_status s = get_kernel(ctx, &k, "bc_scale_%s", fmt->name);
   if (s != BC_OK) return s;
-  void *params[] = { &amax, &scale, &scale_inv };
-  return bci_kernel_launch(ctx, k, 1, 1, 1, 32, stream, params);
+  bci_arg args[] = { BCI_ARG(amax), BCI_ARG(scale), BCI_ARG(scale_inv) };
+  return bci_run(ctx, sink, k, 1, 1, 1, 32, 0, stream, args, 3);
 }
 
-bc_status bc_compute_scale(bc_ctx *ctx, const bc_format *fmt, const float *amax, float *scale, float *scale_inv,
-                           void *stream) {
-  if (!ctx) return BC_ERR_ARG;
-  bci_clear_error(ctx);
+bc_status bci_compute_scale(bc_ctx *ctx, bci_sink *sink, const bc_format *fmt, const float *amax, float *scale,
+                            float *scale_inv, void *stream) {
   bc_status s = bci_check_format(ctx, fmt, "fmt");
   if (s != BC_OK) return s;
   if (fmt->block != BC_BLOCK_TENSOR)
@@ -120,10 +124,17 @@ bc_status bc_compute_scale(bc_ctx *ctx, const bc_format *fmt, const float *amax,
                     "bc_quantize; bc_compute_scale is for per-tensor formats", fmt->name);
   if (!amax) return bci_fail(ctx, BC_ERR_ARG, "bc_compute_scale: argument 'amax' is NULL; expected a device fp32[1]");
   if (!scale) return bci_fail(ctx, BC_ERR_ARG, "bc_compute_scale: argument 'scale' is NULL; expected a device fp32[1]");
-  return scale_launch(ctx, fmt, amax, scale, scale_inv, stream);
+  return scale_launch(ctx, sink, fmt, amax, scale, scale_inv, stream);
 }
 
-static bc_status cast_launch(bc_ctx *ctx, const bc_tensor *x, int64_t ld, bc_qtensor *q, void *stream) {
+bc_status bc_compute_scale(bc_ctx *ctx, const bc_format *fmt, const float *amax, float *scale, float *scale_inv,
+                           void *stream) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  return bci_compute_scale(ctx, NULL, fmt, amax, scale, scale_inv, stream);
+}
+
+static bc_status cast_launch(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, int64_t ld, bc_qtensor *q, void *stream) {
   const bc_format *f = q->format;
   const char *dt = bc_dtype_name(x->dtype);
   const bci_kernel *k;
@@ -144,13 +155,13 @@ static bc_status cast_launch(bc_ctx *ctx, const bc_tensor *x, int64_t ld, bc_qte
     if (full > 0 && (s = get_kernel(ctx, &kv, "bc_quantize_%s__%s__row", f->name, dt)) != BC_OK) return s;
     if (c0 < cols && (s = get_kernel(ctx, &ke, "bc_quantize_%s__%s__row_elems", f->name, dt)) != BC_OK) return s;
     if (kv) {
-      void *params[] = { &in, &rows, &cols, &ld, &scale, &out, &si };
-      s = launch_vec_rows(ctx, "bc_quantize", kv, full, rows, cols, stream, params);
+      bci_arg args[] = { BCI_ARG(in), BCI_ARG(rows), BCI_ARG(cols), BCI_ARG(ld), BCI_ARG(scale), BCI_ARG(out), BCI_ARG(si) };
+      s = launch_vec_rows(ctx, sink, "bc_quantize", kv, full, rows, cols, stream, args, 7);
       if (s != BC_OK || !ke) return s;
       si = NULL; /* written by the row cast */
     }
-    void *params[] = { &in, &rows, &cols, &ld, &c0, &scale, &out, &si };
-    return launch_elems(ctx, ke, rows, cols, c0, stream, params);
+    bci_arg args[] = { BCI_ARG(in), BCI_ARG(rows), BCI_ARG(cols), BCI_ARG(ld), BCI_ARG(c0), BCI_ARG(scale), BCI_ARG(out), BCI_ARG(si) };
+    return launch_elems(ctx, sink, ke, rows, cols, c0, stream, args, 8);
   }
   s = get_kernel(ctx, &k, "bc_quantize_%s__%s__%s", f->name, dt, q->rowwise_data ? "rowcol" : "col");
   if (s != BC_OK) return s;
@@ -160,8 +171,9 @@ static bc_status cast_launch(bc_ctx *ctx, const bc_tensor *x, int64_t ld, bc_qte
   int64_t tiles = ((cols + L->tile_cols - 1) / L->tile_cols) * ((rows + L->tile_rows - 1) / L->tile_rows);
   if (tiles > 0x7FFFFFFF) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "bc_quantize: [%lld, %lld] needs %lld tiles, more than one launch holds (2^31 - 1)", (long long)rows, (long long)cols, (long long)tiles);
   void *ro = q->rowwise_data, *co = q->columnwise_data, *rsi = q->rowwise_scale_inv, *csi = q->columnwise_scale_inv;
-  void *params[] = { &in, &rows, &cols, &ld, &scale, &ro, &co, &rsi, &csi, &vec_ok };
-  return bci_kernel_launch(ctx, k, (unsigned)tiles, 1, 1, (unsigned)L->threads, stream, params);
+  bci_arg args[] = { BCI_ARG(in), BCI_ARG(rows), BCI_ARG(cols), BCI_ARG(ld), BCI_ARG(scale), BCI_ARG(ro), BCI_ARG(co),
+                     BCI_ARG(rsi), BCI_ARG(csi), BCI_ARG(vec_ok) };
+  return bci_run(ctx, sink, k, (unsigned)tiles, 1, 1, (unsigned)L->threads, L->smem, stream, args, 10);
 }
 
 /* ---- block formats ---- */
@@ -185,7 +197,8 @@ static bc_status block_dir(bc_ctx *ctx, const char *fn, const bc_qtensor *q, bc_
   return BC_OK;
 }
 
-static bc_status block_cast_launch(bc_ctx *ctx, const char *fn, const bc_tensor *x, int64_t ld, bc_qtensor *q, void *stream) {
+static bc_status block_cast_launch(bc_ctx *ctx, bci_sink *sink, const char *fn, const bc_tensor *x, int64_t ld, bc_qtensor *q,
+                                   void *stream) {
   const bc_format *f = q->format;
   if (q->stochastic_rounding && !f->sr_allowed)
     return bci_fail(ctx, BC_ERR_ARG, "%s: q->stochastic_rounding is set but format '%s' does not allow stochastic rounding (its spec "
@@ -212,7 +225,11 @@ static bc_status block_cast_launch(bc_ctx *ctx, const char *fn, const bc_tensor 
   int64_t tiles_x = (cols + L->tile_cols - 1) / L->tile_cols;
   int64_t tiles = tiles_x * ((rows + L->tile_rows - 1) / L->tile_rows);
   int64_t npad = sl_pad_count(&gr.sl) > sl_pad_count(&gc.sl) ? sl_pad_count(&gr.sl) : sl_pad_count(&gc.sl);
-  int64_t padblocks = (npad + L->threads - 1) / L->threads;
+  /* blocks past the tiles zero the scale padding (grid-stride): one entry a thread; in a list,
+   * up to 32 (a skinny tensor's padding, e.g. [4096, 1] MXFP8 rowwise: 12288 entries, would
+   * otherwise add 48 blocks to its 64 tiles, each paying the list's per-block lookup) */
+  int64_t per_block = (int64_t)L->threads * (sink ? 32 : 1);
+  int64_t padblocks = (npad + per_block - 1) / per_block;
   if (padblocks > 1024) padblocks = 1024;
   if (tiles + padblocks > 0x7FFFFFFF)
     return bci_fail(ctx, BC_ERR_UNSUPPORTED, "%s: [%lld, %lld] needs %lld tiles, more than one launch holds (2^31 - 1)", fn,
@@ -222,13 +239,14 @@ static bc_status block_cast_launch(bc_ctx *ctx, const char *fn, const bc_tensor 
   void *rd = q->rowwise_data, *rs = q->rowwise_scale_inv, *cd = q->columnwise_data, *cs = q->columnwise_scale_inv;
   uint64_t seed = q->sr_seed, off = q->sr_offset;
   int sr = q->stochastic_rounding != 0;
-  void *params[] = { &in, &rows, &cols, &ld, &gamax, &rd, &rs, &gr.sl, &cd, &cs, &gc.sl,
-                     &seed, &off, &sr, &vec_in, &vec_row, &vec_col, &tiles_x, &tiles };
+  bci_arg args[] = { BCI_ARG(in), BCI_ARG(rows), BCI_ARG(cols), BCI_ARG(ld), BCI_ARG(gamax), BCI_ARG(rd), BCI_ARG(rs),
+                     BCI_ARG(gr.sl), BCI_ARG(cd), BCI_ARG(cs), BCI_ARG(gc.sl), BCI_ARG(seed), BCI_ARG(off), BCI_ARG(sr),
+                     BCI_ARG(vec_in), BCI_ARG(vec_row), BCI_ARG(vec_col), BCI_ARG(tiles_x), BCI_ARG(tiles) };
   /* rowwise output rows that are not 16-byte aligned are staged in shared memory past the
    * launch's own layout (templates/quantize_block.cu: BC_RCODES_OFF == BC_SMEM, BC_RSTRIDE) */
   int smem = L->smem;
   if (q->rowwise_data && !vec_row) smem += L->tile_rows * (L->tile_cols * bits / 8 + 16);
-  return bci_kernel_launch_smem(ctx, k, (unsigned)(tiles + padblocks), 1, 1, (unsigned)L->threads, smem, stream, params);
+  return bci_run(ctx, sink, k, (unsigned)(tiles + padblocks), 1, 1, (unsigned)L->threads, smem, stream, args, 19);
 }
 
 static bc_status check_cast_args(bc_ctx *ctx, const char *fn, const bc_tensor *x, bc_qtensor *q, int64_t *ld) {
@@ -255,36 +273,44 @@ static bc_status check_cast_args(bc_ctx *ctx, const char *fn, const bc_tensor *x
   return BC_OK;
 }
 
-bc_status bc_quantize_cast(bc_ctx *ctx, const bc_tensor *x, bc_qtensor *q, void *stream) {
-  if (!ctx) return BC_ERR_ARG;
-  bci_clear_error(ctx);
+bc_status bci_quantize_cast(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, bc_qtensor *q, void *stream) {
   int64_t ld;
   bc_status s = check_cast_args(ctx, "bc_quantize_cast", x, q, &ld);
   if (s != BC_OK) return s;
-  if (q->format->block != BC_BLOCK_TENSOR) return block_cast_launch(ctx, "bc_quantize_cast", x, ld, q, stream);
-  return cast_launch(ctx, x, ld, q, stream);
+  if (q->format->block != BC_BLOCK_TENSOR) return block_cast_launch(ctx, sink, "bc_quantize_cast", x, ld, q, stream);
+  return cast_launch(ctx, sink, x, ld, q, stream);
+}
+
+bc_status bc_quantize_cast(bc_ctx *ctx, const bc_tensor *x, bc_qtensor *q, void *stream) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  return bci_quantize_cast(ctx, NULL, x, q, stream);
+}
+
+bc_status bci_quantize(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, bc_qtensor *q, void *stream) {
+  int64_t ld;
+  bc_status s = check_cast_args(ctx, "bc_quantize", x, q, &ld);
+  if (s != BC_OK) return s;
+  if (q->format->block != BC_BLOCK_TENSOR) {
+    if (q->format->rule == BCI_RULE_TWO_LEVEL) s = amax_launch(ctx, sink, x, ld, q->amax, stream);
+    if (s == BC_OK) s = block_cast_launch(ctx, sink, "bc_quantize", x, ld, q, stream);
+    return s;
+  }
+  if (!q->amax) return bci_fail(ctx, BC_ERR_ARG, "bc_quantize: q->amax is NULL; current scaling needs a device fp32[1] for the amax");
+  s = amax_launch(ctx, sink, x, ld, q->amax, stream);
+  if (s == BC_OK) s = scale_launch(ctx, sink, q->format, q->amax, q->scale, NULL, stream);
+  if (s == BC_OK) s = cast_launch(ctx, sink, x, ld, q, stream);
+  return s;
 }
 
 bc_status bc_quantize(bc_ctx *ctx, const bc_tensor *x, bc_qtensor *q, void *stream) {
   if (!ctx) return BC_ERR_ARG;
   bci_clear_error(ctx);
-  int64_t ld;
-  bc_status s = check_cast_args(ctx, "bc_quantize", x, q, &ld);
-  if (s != BC_OK) return s;
-  if (q->format->block != BC_BLOCK_TENSOR) {
-    if (q->format->rule == BCI_RULE_TWO_LEVEL) s = amax_launch(ctx, x, ld, q->amax, stream);
-    if (s == BC_OK) s = block_cast_launch(ctx, "bc_quantize", x, ld, q, stream);
-    return s;
-  }
-  if (!q->amax) return bci_fail(ctx, BC_ERR_ARG, "bc_quantize: q->amax is NULL; current scaling needs a device fp32[1] for the amax");
-  s = amax_launch(ctx, x, ld, q->amax, stream);
-  if (s == BC_OK) s = scale_launch(ctx, q->format, q->amax, q->scale, NULL, stream);
-  if (s == BC_OK) s = cast_launch(ctx, x, ld, q, stream);
-  return s;
+  return bci_quantize(ctx, NULL, x, q, stream);
 }
 
-static bc_status block_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction dir, const bc_tensor *out, int64_t ld,
-                                  void *stream) {
+static bc_status block_dequantize(bc_ctx *ctx, bci_sink *sink, const bc_qtensor *q, bc_direction dir, const bc_tensor *out,
+                                  int64_t ld, void *stream) {
   const char *fn = "bc_dequantize";
   const bc_format *f = q->format;
   bci_geom g;
@@ -318,17 +344,20 @@ static bc_status block_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction
   if (gxx > 0x7FFFFFFF)
     return bci_fail(ctx, BC_ERR_UNSUPPORTED, "bc_dequantize: [%lld, %lld] needs %lld blocks, more than one launch holds (2^31 - 1)",
                     (long long)drows, (long long)dcols, (long long)gxx);
-  unsigned gx = (unsigned)gxx, gy = flat ? 1 : umin64(drows, 65535);
+  /* by row: one block row per data row up to 65535 (the kernel strides over the rest); in a
+   * list, a quarter as many, each block taking ~4 rows, so that the item lookup of a list block
+   * (two dependent loads) is paid once for several short rows */
+  int64_t want_y = sink && drows >= 4 * 264 ? (drows + 3) / 4 : drows;
+  unsigned gx = (unsigned)gxx, gy = flat ? 1 : umin64(want_y, 65535);
   void *o = out->data;
   const float *gamax = q->amax;
-  void *params[] = { &data, &drows, &dcols, &scale, &g.sl, &gamax, &o, &ld, &q_vec, &out_vec };
-  return bci_kernel_launch(ctx, k, gx, gy, 1, (unsigned)L->threads, stream, params);
+  bci_arg args[] = { BCI_ARG(data), BCI_ARG(drows), BCI_ARG(dcols), BCI_ARG(scale), BCI_ARG(g.sl), BCI_ARG(gamax), BCI_ARG(o),
+                     BCI_ARG(ld), BCI_ARG(q_vec), BCI_ARG(out_vec) };
+  return bci_run(ctx, sink, k, gx, gy, 1, (unsigned)L->threads, L->smem, stream, args, 10);
 }
 
-bc_status bc_scale_swizzle(bc_ctx *ctx, const bc_format *fmt, int64_t rows, int64_t cols, bc_direction dir, const void *src,
-                           int from_swizzled, void *dst, void *stream) {
-  if (!ctx) return BC_ERR_ARG;
-  bci_clear_error(ctx);
+bc_status bci_scale_swizzle(bc_ctx *ctx, bci_sink *sink, const bc_format *fmt, int64_t rows, int64_t cols, bc_direction dir,
+                            const void *src, int from_swizzled, void *dst, void *stream) {
   const char *fn = "bc_scale_swizzle";
   bc_status s = bci_check_shape_dir(ctx, fn, fmt, rows, cols, dir);
   if (s != BC_OK) return s;
@@ -353,13 +382,18 @@ bc_status bc_scale_swizzle(bc_ctx *ctx, const bc_format *fmt, int64_t rows, int6
   int64_t want = (n + L->threads - 1) / L->threads;
   unsigned gx = umin64(want, (int64_t)sm_count(ctx) * L->blocks_per_sm);
   bci_sl ssl = from->sl, dsl = to->sl;
-  void *params[] = { (void *)&src, &ssl, &dst, &dsl };
-  return bci_kernel_launch(ctx, k, gx, 1, 1, (unsigned)L->threads, stream, params);
+  bci_arg args[] = { BCI_ARG(src), BCI_ARG(ssl), BCI_ARG(dst), BCI_ARG(dsl) };
+  return bci_run(ctx, sink, k, gx, 1, 1, (unsigned)L->threads, L->smem, stream, args, 4);
 }
 
-bc_status bc_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction dir, const bc_tensor *out, void *stream) {
+bc_status bc_scale_swizzle(bc_ctx *ctx, const bc_format *fmt, int64_t rows, int64_t cols, bc_direction dir, const void *src,
+                           int from_swizzled, void *dst, void *stream) {
   if (!ctx) return BC_ERR_ARG;
   bci_clear_error(ctx);
+  return bci_scale_swizzle(ctx, NULL, fmt, rows, cols, dir, src, from_swizzled, dst, stream);
+}
+
+bc_status bci_dequantize(bc_ctx *ctx, bci_sink *sink, const bc_qtensor *q, bc_direction dir, const bc_tensor *out, void *stream) {
   bc_status s = check_qtensor(ctx, "bc_dequantize", q, 0);
   if (s != BC_OK) return s;
   int64_t ld;
@@ -384,7 +418,7 @@ bc_status bc_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction dir, cons
   }
   const char *dn = dir == BC_ROWWISE ? "rowwise" : "columnwise";
   if (!data) return bci_fail(ctx, BC_ERR_ARG, "bc_dequantize: q->%s_data is NULL", dn);
-  if (q->format->block != BC_BLOCK_TENSOR) return block_dequantize(ctx, q, dir, out, ld, stream);
+  if (q->format->block != BC_BLOCK_TENSOR) return block_dequantize(ctx, sink, q, dir, out, ld, stream);
   if (!si) return bci_fail(ctx, BC_ERR_ARG, "bc_dequantize: q->%s_scale_inv is NULL", dn);
   if (q->scale_swizzled)
     return bci_fail(ctx, BC_ERR_ARG, "bc_dequantize: q->scale_swizzled is set but format '%s' has one per-tensor scale", q->format->name);
@@ -403,10 +437,16 @@ bc_status bc_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction dir, cons
   if (full > 0 && (s = get_kernel(ctx, &kv, "bc_dequantize_%s__%s", fn, dt)) != BC_OK) return s;
   if (c0 < cols && (s = get_kernel(ctx, &ke, "bc_dequantize_%s__%s__elems", fn, dt)) != BC_OK) return s;
   if (kv) {
-    void *params[] = { &data, &rows, &cols, &ld, &si, &o };
-    s = launch_vec_rows(ctx, "bc_dequantize", kv, full, rows, cols, stream, params);
+    bci_arg args[] = { BCI_ARG(data), BCI_ARG(rows), BCI_ARG(cols), BCI_ARG(ld), BCI_ARG(si), BCI_ARG(o) };
+    s = launch_vec_rows(ctx, sink, "bc_dequantize", kv, full, rows, cols, stream, args, 6);
     if (s != BC_OK || !ke) return s;
   }
-  void *params[] = { &data, &rows, &cols, &ld, &c0, &si, &o };
-  return launch_elems(ctx, ke, rows, cols, c0, stream, params);
+  bci_arg args[] = { BCI_ARG(data), BCI_ARG(rows), BCI_ARG(cols), BCI_ARG(ld), BCI_ARG(c0), BCI_ARG(si), BCI_ARG(o) };
+  return launch_elems(ctx, sink, ke, rows, cols, c0, stream, args, 7);
+}
+
+bc_status bc_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_direction dir, const bc_tensor *out, void *stream) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  return bci_dequantize(ctx, NULL, q, dir, out, stream);
 }

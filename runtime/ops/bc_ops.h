@@ -6,4 +6,16 @@
 
 #include "jit/bc_jit.h"
 
+/* The operations of blockcast.h on one tensor with a sink (NULL: launch now; else record the
+ * launches for a list, jit/bc_jit.h). They do not clear the context's error first. */
+BCI_HIDDEN bc_status bci_amax(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, float *amax, void *stream);
+BCI_HIDDEN bc_status bci_compute_scale(bc_ctx *ctx, bci_sink *sink, const bc_format *fmt, const float *amax, float *scale,
+                                       float *scale_inv, void *stream);
+BCI_HIDDEN bc_status bci_quantize(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, bc_qtensor *q, void *stream);
+BCI_HIDDEN bc_status bci_quantize_cast(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, bc_qtensor *q, void *stream);
+BCI_HIDDEN bc_status bci_dequantize(bc_ctx *ctx, bci_sink *sink, const bc_qtensor *q, bc_direction dir, const bc_tensor *out,
+                                    void *stream);
+BCI_HIDDEN bc_status bci_scale_swizzle(bc_ctx *ctx, bci_sink *sink, const bc_format *fmt, int64_t rows, int64_t cols,
+                                       bc_direction dir, const void *src, int from_swizzled, void *dst, void *stream);
+
 #endif

@@ -168,3 +168,26 @@ bc_status bc_ref_delayed_scale_update(bc_ctx *ctx, const bc_format *fmt, int64_t
   }
   return BC_OK;
 }
+
+bc_status bc_ref_quantize_grouped(bc_ctx *ctx, const bc_tensor *x, int64_t groups, const int64_t *group_rows, const bc_qtensor *q) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  const char *fn = "bc_ref_quantize_grouped";
+  int64_t ld;
+  bc_status s = bci_check_grouped(ctx, fn, x, groups, group_rows, q, &ld);
+  if (s != BC_OK) return s;
+  bci_group_cursor cur;
+  bci_group_first(&cur);
+  for (int64_t g = 0; g < groups && s == BC_OK; g++) {
+    bc_tensor xg;
+    bc_qtensor qg;
+    s = bci_group_next(ctx, fn, x, ld, group_rows, q, &cur, &xg, &qg);
+    if (s == BC_OK && group_rows[g] > 0) s = bc_ref_quantize(ctx, &xg, &qg);
+    if (s != BC_OK) {
+      char msg[BCI_ERR_MAX];
+      snprintf(msg, sizeof msg, "%s", ctx->err);
+      s = bci_fail(ctx, s, "%s: group %lld: %s", fn, (long long)g, msg);
+    }
+  }
+  return s;
+}

@@ -111,7 +111,7 @@ static inline int fuzz_args_one(const uint8_t *d, size_t n) {
   bc_format bogus;
   memset(&bogus, 0, sizeof bogus);
   for (int iter = 0; iter < 8 && r.n; iter++) {
-    unsigned op = (unsigned)fz_u64(&r, 1) % 13;
+    unsigned op = (unsigned)fz_u64(&r, 1) % 14;
     bc_tensor x = { fz_ptr(&r, host), (bc_dtype)((int)fz_u64(&r, 1) % 5 - 1), fz_dim(&r), fz_dim(&r), fz_dim(&r) };
     unsigned fsel = (unsigned)fz_u64(&r, 1) % 9;
     const bc_format *fmt = fsel < 8 ? fmts[fsel] : &bogus;
@@ -200,6 +200,48 @@ static inline int fuzz_args_one(const uint8_t *d, size_t n) {
         for (size_t i = 0; i < 4096 * 2 && r.n; i++) host[i] = (unsigned char)fz_u64(&r, 1);
         s = bc_ref_delayed_scale_update(ctx, fmt, dn, hl, (float *)host, (float *)(host + 4096),
                                         (flags & 1) ? (float *)(host + 8192) : NULL, margin, algo);
+      }
+      break;
+    }
+    case 12: {
+      /* lists and groups: the list calls on up to 4 entries made of x and q (without a GPU they
+       * end in argument errors or the missing driver), the grouped layout, and the grouped CPU
+       * reference on host buffers when the groups are small */
+      bc_tensor xs[4] = { x, x, x, x };
+      bc_qtensor qs[4] = { q, q, q, q };
+      int64_t ln = (int64_t)(fz_u64(&r, 1) % 7) - 2, gr[4];
+      for (int i = 0; i < 4; i++) gr[i] = (int64_t)(fz_u64(&r, 1) % 24) - 2;
+      bc_direction dir = (bc_direction)fz_u64(&r, 1);
+      switch ((flags >> 5) & 7) {
+      case 0: s = bc_quantize_list(ctx, ln, (flags & 16) ? NULL : xs, qs, NULL); break;
+      case 1: s = bc_quantize_cast_list(ctx, ln, xs, (flags & 16) ? NULL : qs, NULL); break;
+      case 2: s = bc_amax_list(ctx, ln, xs, fz_ptr(&r, host + 32768), NULL); break;
+      case 3: s = bc_dequantize_list(ctx, ln, qs, dir, (flags & 16) ? NULL : xs, NULL); break;
+      case 4: {
+        bc_swizzle_job jobs[4];
+        for (int i = 0; i < 4; i++) jobs[i] = (bc_swizzle_job){ fmt, q.rows, q.cols, dir, q.rowwise_data, q.columnwise_data };
+        s = bc_scale_swizzle_list(ctx, ln, jobs, flags & 1, NULL);
+        break;
+      }
+      case 5: s = bc_compute_scale_list(ctx, fmt, ln, fz_ptr(&r, host), fz_ptr(&r, host + 64), fz_ptr(&r, host + 128), NULL); break;
+      default: {
+        bc_group_offsets off[5];
+        int dirs = (int)(fz_u64(&r, 1) % 5) - 1;
+        s = bc_grouped_layout(ctx, fmt, ln, (flags & 16) ? NULL : gr, x.cols, dirs, q.scale_swizzled, off);
+        int64_t rows = 0;
+        for (int i = 0; i < ln && i < 4; i++) rows += gr[i];
+        if (s == BC_OK && x.cols > 0 && x.cols <= 64 && rows <= 64 && off[ln].rowwise_data <= 4096 && off[ln].rowwise_scale_inv <= 4096 &&
+            off[ln].columnwise_data <= 4096 && off[ln].columnwise_scale_inv <= 4096) {
+          fz_expect_message(ctx, s);
+          for (size_t i = 0; i < 64 * 64 * 4 && r.n; i++) host[i] = (unsigned char)fz_u64(&r, 1);
+          bc_tensor hx = { host, (bc_dtype)(fz_u64(&r, 1) % 3), rows, x.cols, 0 };
+          float fl[8] = { 0 };
+          bc_qtensor hq = { fmt, rows, x.cols, (dirs & 1) ? host + 20480 : NULL, host + 24576, (dirs & 2) ? host + 28672 : NULL,
+                            host + 32768, fl, fl + 4, q.scale_swizzled, q.stochastic_rounding, q.sr_seed, q.sr_offset };
+          s = bc_ref_quantize_grouped(ctx, &hx, ln, gr, &hq);
+        }
+        break;
+      }
       }
       break;
     }

@@ -64,6 +64,8 @@
 #define BC_SCALE_EPS                 0.0f
 #define BC_SCALE_POW2                0
 #define BC_SCALE_INF_VALUE           3.40282346638528859812e+38f
+#define BC_BID                       blockIdx
+#define BC_GDIM                      gridDim
 
 #line 1 "templates/common.cuh"
 // templates/common.cuh: device helpers shared by every kernel. No includes: the generated
@@ -784,7 +786,7 @@ bc_quantize_fp8_e4m3_tensor__bf16__rowcol(const BC_DTYPE_T *__restrict__ in, i64
           float *__restrict__ col_scale_inv, int vec_ok) {
   __shared__ __align__(16) u8 codes[BC_TILE_COLS][BC_TILE_ROWS];
   const float scale = *scale_ptr;
-  if (blockIdx.x == 0 && threadIdx.x == 0) {
+  if (BC_BID.x == 0 && threadIdx.x == 0) {
     float si = bc_rcp_rn(scale);
     if (row_scale_inv) *row_scale_inv = si;
     if (col_scale_inv) *col_scale_inv = si;
@@ -792,7 +794,7 @@ bc_quantize_fp8_e4m3_tensor__bf16__rowcol(const BC_DTYPE_T *__restrict__ in, i64
   const int tid = threadIdx.x;
   const int vr = tid / BC_TILE_VECS, vc = (tid % BC_TILE_VECS) * BC_VEC;
   const i64 tiles_x = (cols + BC_TILE_COLS - 1) / BC_TILE_COLS;
-  const i64 t = blockIdx.x;
+  const i64 t = BC_BID.x;
   const i64 r0 = (t / tiles_x) * BC_TILE_ROWS, c0 = (t % tiles_x) * BC_TILE_COLS;
   const bool whole = r0 + BC_TILE_ROWS <= rows && c0 + BC_TILE_COLS <= cols;
   uint4 v[BC_LOAD_PASSES];

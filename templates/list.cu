@@ -1,0 +1,42 @@
+// templates/list.cu: the list variant of a kernel. The generator turns the kernel's entry into
+// the device function bc_list_body (same parameters, plus the block index and grid it would have
+// had: BC_BID and BC_GDIM are bc_vbid and bc_vgdim there) and appends this entry. One launch
+// runs many items, each the single kernel's launch for one tensor: its arguments and its grid
+// (gx x gy x gz blocks). Virtual blocks are numbered through the items in order: item i owns
+// [first_i, first_{i+1}); a CUDA block (one virtual block) finds its item by a 32-ary search
+// over `first` and runs the body with the block index it has in its item's own grid. Each tensor thus gets the blocks its single launch would have
+// (work balanced by size; a tiny tensor takes one block, not a wave) and the same results bit
+// for bit. The host packs an item as: i64 first; u32 gx, gy, gz, pad; then the arguments in
+// order, each at a multiple of its size (8 for bc_sl): the C layout of this struct
+// (runtime/multi/bc_list.c).
+
+struct bc_list_item {
+  i64 first;
+  u32 gx, gy, gz, pad;
+  ${ITEM_FIELDS}
+};
+
+extern "C" __global__ void ${LAUNCH_BOUNDS}
+${KERNEL}(const bc_list_item *__restrict__ items, int n) {
+  // 32-ary search, every warp on its own: each lane tests one of 32 evenly spaced items, the
+  // lanes whose item starts at or before this block form a prefix (items are in block order),
+  // the last of them bounds the next round. 2 rounds for 1000 items, 3 for 32768 (a binary
+  // search's 10 to 15 dependent loads cost ~1 us per block: 20% of a bandwidth-bound launch).
+  // (Running several consecutive virtual blocks per CUDA block, a barrier between them, to
+  // share one lookup was measured slower: bench_list's 16 large tensors, e4m3 cast 0.353 ->
+  // 0.428 ms, MXFP8 0.449 -> 0.463 ms.)
+  const i64 b = blockIdx.x;
+  const int lane = threadIdx.x & 31;
+  int lo = 0, hi = n;  // the item is in [lo, hi)
+  while (hi - lo > 1) {
+    const int step = (hi - lo + 31) >> 5;
+    const int i = lo + lane * step;
+    const unsigned m = __ballot_sync(0xFFFFFFFFu, i < hi && items[i].first <= b);
+    lo += (__popc(m) - 1) * step;
+    hi = min(lo + step, hi);
+  }
+  const bc_list_item &it = items[lo];
+  const i64 v = b - it.first, gxy = (i64)it.gx * it.gy;
+  const uint3 bid = make_uint3((u32)(v % it.gx), (u32)(v % gxy / it.gx), (u32)(v / gxy));
+  bc_list_body(${CALL_ARGS}, bid, make_uint3(it.gx, it.gy, it.gz));
+}

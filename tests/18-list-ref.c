@@ -1,0 +1,193 @@
+/* 18-list-ref: the list and grouped calls without a GPU: the grouped layout (offsets by hand for
+ * a per-tensor, a 1D, a 2D and a 4-bit format, compact and swizzled; each direction alone), the
+ * CPU reference of grouped quantize against bc_ref_quantize of each group at those offsets
+ * (0-row and 1-row groups, every format), and the argument errors of every list call, which
+ * are checked before anything touches a GPU (messages name the entry). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blockcast.h"
+#include "tap.h"
+#include "testdata.h"
+
+static bc_ctx *ctx;
+
+static size_t scale_bytes(const bc_format *f, int64_t r, int64_t c, bc_direction d, int swz) {
+  bc_qlayout L;
+  if (bc_qtensor_layout(ctx, f, r, c, d, swz, &L) != BC_OK) return (size_t)-1;
+  return L.scale_bytes;
+}
+
+static void layout_by_hand(const char *name, int swz) {
+  const bc_format *f;
+  bc_format_get(ctx, name, &f);
+  bc_format_info fi;
+  bc_format_get_info(ctx, f, &fi);
+  const int64_t gr[] = { 3, 0, 1, 130, 64 };
+  const int64_t G = 5, K = 96;
+  bc_group_offsets off[6];
+  int dirs = BC_ROWWISE | (fi.has_columnwise ? BC_COLUMNWISE : 0);
+  bc_status st = bc_grouped_layout(ctx, f, G, gr, K, dirs, swz, off);
+  if (fi.element_bits == 4 && fi.has_columnwise) {
+    ok(st == BC_ERR_ARG && strstr(bc_last_error(ctx), "group 0") && strstr(bc_last_error(ctx), "multiple of 2"),
+       "%s: an odd group for 4-bit columnwise data names the group: %s", name, bc_last_error(ctx));
+    dirs = BC_ROWWISE;
+    st = bc_grouped_layout(ctx, f, G, gr, K, dirs, swz, off);
+  }
+  if (st != BC_OK) {
+    ok(0, "%s: bc_grouped_layout: %s", name, bc_last_error(ctx));
+    return;
+  }
+  size_t rd = 0, rs = 0, cd = 0, cs = 0;
+  int good = 1;
+  for (int64_t g = 0; g < G; g++) {
+    good &= off[g].rowwise_data == rd && off[g].rowwise_scale_inv == rs && off[g].columnwise_data == cd &&
+            off[g].columnwise_scale_inv == cs;
+    rd += (size_t)(gr[g] * K * fi.element_bits / 8);
+    if (fi.block == BC_BLOCK_TENSOR) rs += 4;
+    else if (gr[g]) rs += scale_bytes(f, gr[g], K, BC_ROWWISE, swz);
+    if (dirs & BC_COLUMNWISE) {
+      cd += (size_t)(gr[g] * K * fi.element_bits / 8);
+      if (fi.block == BC_BLOCK_TENSOR) cs += 4;
+      else if (gr[g]) cs += scale_bytes(f, gr[g], K, BC_COLUMNWISE, swz);
+    }
+  }
+  good &= off[G].rowwise_data == rd && off[G].rowwise_scale_inv == rs && off[G].columnwise_data == cd &&
+          off[G].columnwise_scale_inv == cs;
+  ok(good, "%s%s: grouped offsets = the sums of each group's own layout (rowwise data %zu = the whole tensor's, scales %zu)", name,
+     swz ? " swizzled" : "", rd, rs);
+}
+
+/* grouped reference == bc_ref_quantize of each group at its offsets */
+static void grouped_ref(const bc_format *f, int swz) {
+  bc_format_info fi;
+  bc_format_get_info(ctx, f, &fi);
+  int four = fi.element_bits == 4;
+  const int64_t gr[] = { 2, 0, four ? 2 : 1, 34, 0, 66 };
+  const int64_t G = 6, K = four ? 70 : 67;
+  int64_t R = 0;
+  for (int g = 0; g < G; g++) R += gr[g];
+  int dirs = BC_ROWWISE | (fi.has_columnwise ? BC_COLUMNWISE : 0);
+  bc_group_offsets off[7];
+  if (bc_grouped_layout(ctx, f, G, gr, K, dirs, swz, off) != BC_OK) {
+    ok(0, "%s: layout: %s", fi.name, bc_last_error(ctx));
+    return;
+  }
+  const bc_group_offsets *t = &off[G];
+  size_t all = t->rowwise_data + t->rowwise_scale_inv + t->columnwise_data + t->columnwise_scale_inv + 8 * G + 64;
+  unsigned char *a = malloc(all), *b = malloc(all);
+  memset(a, 0xA5, all);
+  memset(b, 0xA5, all);
+  uint16_t *x = malloc((size_t)(R * K) * 2);
+  fill(x, BC_BF16, (size_t)(R * K), 0);
+  bc_tensor xt = { x, BC_BF16, R, K, 0 };
+  bc_qtensor q[2];
+  unsigned char *base[2] = { a, b };
+  for (int k = 0; k < 2; k++) {
+    memset(&q[k], 0, sizeof q[k]);
+    size_t p = 0;
+    q[k].format = f;
+    q[k].rows = R;
+    q[k].cols = K;
+    q[k].scale_swizzled = swz;
+    q[k].rowwise_data = base[k] + p, p += t->rowwise_data;
+    q[k].rowwise_scale_inv = base[k] + (p = (p + 3) / 4 * 4), p += t->rowwise_scale_inv;
+    if (dirs & BC_COLUMNWISE) {
+      q[k].columnwise_data = base[k] + p, p += t->columnwise_data;
+      q[k].columnwise_scale_inv = base[k] + (p = (p + 3) / 4 * 4), p += t->columnwise_scale_inv;
+    }
+    p = (p + 3) / 4 * 4;
+    q[k].amax = (float *)(base[k] + p), p += 4 * (size_t)G;
+    q[k].scale = (float *)(base[k] + p);
+  }
+  for (int g = 0; g < G; g++) q[0].scale[g] = q[1].scale[g] = 1.0f; /* read by nothing here: written by current scaling */
+  bc_status st = bc_ref_quantize_grouped(ctx, &xt, G, gr, &q[0]);
+  int64_t r0 = 0;
+  bc_status st2 = BC_OK;
+  for (int g = 0; g < G && st2 == BC_OK; g++) {
+    if (gr[g]) {
+      bc_tensor xg = { x + r0 * K, BC_BF16, gr[g], K, 0 };
+      bc_qtensor qg = q[1];
+      qg.rows = gr[g];
+      qg.rowwise_data = (char *)q[1].rowwise_data + off[g].rowwise_data;
+      qg.rowwise_scale_inv = (char *)q[1].rowwise_scale_inv + off[g].rowwise_scale_inv;
+      if (dirs & BC_COLUMNWISE) {
+        qg.columnwise_data = (char *)q[1].columnwise_data + off[g].columnwise_data;
+        qg.columnwise_scale_inv = (char *)q[1].columnwise_scale_inv + off[g].columnwise_scale_inv;
+      }
+      qg.amax = q[1].amax + g;
+      qg.scale = q[1].scale + g;
+      qg.sr_offset = (uint64_t)g;
+      st2 = bc_ref_quantize(ctx, &xg, &qg);
+    }
+    r0 += gr[g];
+  }
+  ok(st == BC_OK && st2 == BC_OK && memcmp(a, b, all) == 0, "%s%s: bc_ref_quantize_grouped (%lld groups, 0 and 1 rows among them) == "
+     "each group alone at its offsets%s%s", fi.name, swz ? " swizzled" : "", (long long)G, st ? ": " : "", st ? bc_last_error(ctx) : "");
+  free(a);
+  free(b);
+  free(x);
+}
+
+int main(void) {
+  if (bc_ctx_create(&ctx, NULL, 0) != BC_OK) { printf("Bail out! no context\n"); return 1; }
+  layout_by_hand("fp8_e4m3_tensor", 0);
+  layout_by_hand("mxfp8_e4m3", 0);
+  layout_by_hand("mxfp8_e4m3", 1);
+  layout_by_hand("fp8_block_128x128", 0);
+  layout_by_hand("nvfp4", 1);
+  for (size_t i = 0; i < bc_format_count(ctx); i++) {
+    const bc_format *f = bc_format_at(ctx, i);
+    bc_format_info fi;
+    bc_format_get_info(ctx, f, &fi);
+    grouped_ref(f, 0);
+    if (fi.block != BC_BLOCK_TENSOR) grouped_ref(f, 1);
+  }
+
+  /* argument errors, all before any GPU work */
+  const bc_format *f;
+  bc_format_get(ctx, "mxfp8_e4m3", &f);
+  bc_tensor x[2] = { { (void *)16, BC_BF16, 4, 32, 0 }, { (void *)16, BC_BF16, 4, 32, 0 } };
+  bc_qtensor q[2];
+  memset(q, 0, sizeof q);
+  float amax[2];
+  is_int(bc_quantize_list(ctx, -1, x, q, NULL), BC_ERR_ARG, "quantize_list: n < 0");
+  is_str_has(bc_last_error(ctx), "n is -1", "  the message names n");
+  is_int(bc_quantize_list(ctx, 2, NULL, q, NULL), BC_ERR_ARG, "quantize_list: x NULL");
+  is_str_has(bc_last_error(ctx), "'x' is NULL", "  named");
+  is_int(bc_quantize_list(ctx, 2, x, NULL, NULL), BC_ERR_ARG, "quantize_list: q NULL");
+  is_int(bc_quantize_list(ctx, 0, NULL, NULL, NULL), BC_OK, "quantize_list: n = 0 does nothing");
+  is_int(bc_quantize_cast_list(ctx, 2, x, q, NULL), BC_ERR_ARG, "quantize_cast_list: an entry without a format");
+  is_str_has(bc_last_error(ctx), "tensor 0", "  names the entry");
+  is_int(bc_amax_list(ctx, 2, x, NULL, NULL), BC_ERR_ARG, "amax_list: amax NULL");
+  is_int(bc_amax_list(ctx, 2, NULL, amax, NULL), BC_ERR_ARG, "amax_list: x NULL");
+  is_int(bc_compute_scale_list(ctx, f, 2, amax, NULL, NULL, NULL), BC_ERR_ARG, "compute_scale_list: scale NULL");
+  is_int(bc_dequantize_list(ctx, 2, q, BC_ROWWISE, NULL, NULL), BC_ERR_ARG, "dequantize_list: out NULL");
+  is_int(bc_scale_swizzle_list(ctx, 3, NULL, 0, NULL), BC_ERR_ARG, "scale_swizzle_list: jobs NULL");
+  /* entry 0 is empty (skipped), entry 1 is checked and refused before any GPU work */
+  bc_swizzle_job jobs[2] = { { f, 0, 32, BC_ROWWISE, NULL, NULL }, { f, 4, 32, (bc_direction)7, (void *)64, (void *)256 } };
+  is_int(bc_scale_swizzle_list(ctx, 2, jobs, 0, NULL), BC_ERR_ARG, "scale_swizzle_list: a bad direction");
+  is_str_has(bc_last_error(ctx), "tensor 1", "  names the entry");
+  /* grouped */
+  int64_t gr[3] = { 2, 0, 1 };
+  bc_qtensor g = { 0 };
+  g.format = f;
+  g.rows = 4;
+  g.cols = 32;
+  bc_tensor gx = { (void *)16, BC_BF16, 4, 32, 0 };
+  is_int(bc_quantize_grouped(ctx, &gx, 3, gr, &g, NULL), BC_ERR_ARG, "quantize_grouped: rows that do not add up");
+  is_str_has(bc_last_error(ctx), "add up to 3 rows but the tensor has 4", "  says both");
+  gr[1] = -1;
+  is_int(bc_grouped_layout(ctx, f, 3, gr, 32, BC_ROWWISE, 0, (bc_group_offsets[4]){ 0 }), BC_ERR_ARG, "grouped_layout: a negative group");
+  is_str_has(bc_last_error(ctx), "group_rows[1] is -1", "  names it");
+  gr[1] = 0;
+  is_int(bc_grouped_layout(ctx, f, 0, gr, 32, BC_ROWWISE, 0, (bc_group_offsets[4]){ 0 }), BC_ERR_ARG, "grouped_layout: 0 groups");
+  is_int(bc_grouped_layout(ctx, f, 3, gr, 32, 0, 0, (bc_group_offsets[4]){ 0 }), BC_ERR_ARG, "grouped_layout: no direction");
+  is_int(bc_grouped_layout(ctx, f, 3, gr, 32, BC_ROWWISE, 0, NULL), BC_ERR_ARG, "grouped_layout: offsets NULL");
+  is_int(bc_quantize_grouped(ctx, &gx, 3, NULL, &g, NULL), BC_ERR_ARG, "quantize_grouped: group_rows NULL");
+  bc_ctx_destroy(ctx);
+  done_testing();
+  return tap_failed ? 1 : 0;
+}
