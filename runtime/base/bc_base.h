@@ -52,6 +52,9 @@ struct bc_ctx {
 /* Set ctx's message and return s. */
 BCI_HIDDEN bc_status bci_fail(bc_ctx *ctx, bc_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 BCI_HIDDEN void bci_clear_error(bc_ctx *ctx);
+/* The message of an inner failure, prefixed with the call and the entry it was for:
+ * "fn: noun i: <message>" (a leading "fn: " of the message itself is not repeated). */
+BCI_HIDDEN bc_status bci_fail_entry(bc_ctx *ctx, bc_status s, const char *fn, const char *noun, int64_t i);
 
 /* ---- files and strings (bc_fs.c) ---- */
 BCI_HIDDEN char *bci_strdup(const char *s);

@@ -47,6 +47,15 @@ bc_status bci_fail(bc_ctx *ctx, bc_status s, const char *fmt, ...) {
   return s;
 }
 
+bc_status bci_fail_entry(bc_ctx *ctx, bc_status s, const char *fn, const char *noun, int64_t i) {
+  if (!ctx) return s;
+  char msg[BCI_ERR_MAX];
+  size_t skip = strlen(fn);
+  const char *inner = strncmp(ctx->err, fn, skip) == 0 && ctx->err[skip] == ':' && ctx->err[skip + 1] == ' ' ? ctx->err + skip + 2 : ctx->err;
+  snprintf(msg, sizeof msg, "%s", inner);
+  return bci_fail(ctx, s, "%s: %s %lld: %s", fn, noun, (long long)i, msg);
+}
+
 void bci_clear_error(bc_ctx *ctx) {
   if (ctx) ctx->err[0] = 0;
 }

@@ -227,12 +227,7 @@ bc_status bc_grouped_layout(bc_ctx *ctx, const bc_format *fmt, int64_t groups, c
   for (int64_t g = 0; g < groups; g++) {
     bc_group_offsets sz;
     s = group_sizes(ctx, fn, fmt, group_rows[g], cols, directions, scale_swizzled, &sz);
-    if (s != BC_OK) {
-      char msg[BCI_ERR_MAX];
-      size_t skip = strlen(fn);
-      snprintf(msg, sizeof msg, "%s", strncmp(ctx->err, fn, skip) == 0 && ctx->err[skip] == ':' ? ctx->err + skip + 2 : ctx->err);
-      return bci_fail(ctx, s, "%s: group %lld: %s", fn, (long long)g, msg);
-    }
+    if (s != BC_OK) return bci_fail_entry(ctx, s, fn, "group", g);
     offsets[g] = at;
     offsets_add(&at, &sz);
   }

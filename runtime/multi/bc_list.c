@@ -34,7 +34,7 @@ typedef struct chunk {
 } chunk;
 
 typedef struct group {
-  const bci_kernel *k;
+  const bci_kernel *k, *list; /* the kernel and its list variant */
   int stage, smem;
   unsigned threads;
   size_t count, stride, off, fill; /* items, bytes per item, offset in the table, items written */
@@ -62,6 +62,8 @@ struct bci_list_state {
   size_t nsegs, cap_segs;
   size_t *cur_seg; /* per group: its open segment */
   size_t cap_cur_seg;
+  size_t *order; /* the groups in launch order */
+  size_t cap_order;
   span *spans;
   size_t nspans, cap_spans;
   chunk chunks[BCI_LIST_CHUNKS];
@@ -91,6 +93,7 @@ void bci_list_free(bc_ctx *ctx) {
   free(st->rec_group);
   free(st->segs);
   free(st->cur_seg);
+  free(st->order);
   free(st->spans);
   pthread_mutex_destroy(&st->lock);
   free(st);
@@ -134,13 +137,7 @@ static void item_begin(bc_ctx *ctx, int64_t i) {
 }
 
 /* the single call's message, prefixed with the list call and the entry's index */
-static bc_status entry_fail(bc_ctx *ctx, const char *fn, const char *noun, int64_t i, bc_status s) {
-  char msg[BCI_ERR_MAX];
-  snprintf(msg, sizeof msg, "%s", ctx->err);
-  return bci_fail(ctx, s, "%s: %s %lld: %s", fn, noun, (long long)i, msg);
-}
-
-static bc_status item_fail(bc_ctx *ctx, const char *fn, int64_t i, bc_status s) { return entry_fail(ctx, fn, "tensor", i, s); }
+static bc_status item_fail(bc_ctx *ctx, const char *fn, int64_t i, bc_status s) { return bci_fail_entry(ctx, s, fn, "tensor", i); }
 
 /* ---- outputs that overlap ---- */
 
@@ -266,7 +263,7 @@ static bc_status flush(bc_ctx *ctx, const char *fn, void *stream) {
       if (g == st->ngroups) {
         s = grow(ctx, (void **)&st->groups, &st->cap_groups, g + 1, sizeof *st->groups);
         if (s != BC_OK) return s;
-        st->groups[g] = (group){ r->k, r->stage, r->smem, r->threads, 0, ITEM_HEAD + r->len, 0, 0 };
+        st->groups[g] = (group){ r->k, NULL, r->stage, r->smem, r->threads, 0, ITEM_HEAD + r->len, 0, 0 };
         st->ngroups++;
       }
     }
@@ -281,12 +278,10 @@ static bc_status flush(bc_ctx *ctx, const char *fn, void *stream) {
     st->rec_group[i] = last = g;
   }
   /* launch order: by stage, then first appearance (insertion sort: a handful of groups), and
-   * each group's place in the table; rec_group is remapped through the sort */
-  size_t perm[64], *pm = perm;
-  if (st->ngroups > 64) {
-    pm = malloc(st->ngroups * sizeof *pm);
-    if (!pm) return bci_fail(ctx, BC_ERR_NOMEM, "out of memory ordering %zu launches", st->ngroups);
-  }
+   * each group's place in the table in that order */
+  s = grow(ctx, (void **)&st->order, &st->cap_order, st->ngroups, sizeof *st->order);
+  if (s != BC_OK) return s;
+  size_t *pm = st->order;
   for (size_t g = 0; g < st->ngroups; g++) {
     size_t j = g;
     while (j > 0 && st->groups[pm[j - 1]].stage > st->groups[g].stage) {
@@ -304,11 +299,11 @@ static bc_status flush(bc_ctx *ctx, const char *fn, void *stream) {
   }
   chunk *c = NULL;
   s = chunk_get(ctx, total, &c);
-  if (s != BC_OK) goto out;
+  if (s != BC_OK) return s;
   /* the items, and the launches (segments) with their block counts */
   st->nsegs = 0;
   s = grow(ctx, (void **)&st->cur_seg, &st->cap_cur_seg, st->ngroups, sizeof *st->cur_seg);
-  if (s != BC_OK) goto out;
+  if (s != BC_OK) return s;
   size_t *cur_seg = st->cur_seg;
   for (size_t g = 0; g < st->ngroups; g++) cur_seg[g] = (size_t)-1;
   for (size_t i = 0; i < sk->n; i++) {
@@ -333,17 +328,12 @@ static bc_status flush(bc_ctx *ctx, const char *fn, void *stream) {
     sg->count++;
     sg->blocks += rec_blocks(r);
   }
-  if (s != BC_OK) goto out;
+  if (s != BC_OK) return s;
   /* list kernels first: a failed compile launches nothing */
-  const bci_kernel *kl[64], **kls = kl;
-  if (st->ngroups > 64 && !(kls = malloc(st->ngroups * sizeof *kls))) {
-    s = bci_fail(ctx, BC_ERR_NOMEM, "out of memory");
-    goto out;
-  }
   for (size_t g = 0; g < st->ngroups && s == BC_OK; g++) {
     char name[160];
     snprintf(name, sizeof name, "%s__list", st->groups[g].k->name);
-    s = bci_kernel_get(ctx, name, &kls[g]);
+    s = bci_kernel_get(ctx, name, &st->groups[g].list);
   }
   CUdeviceptr d = c->dev;
   if (s == BC_OK) {
@@ -361,15 +351,12 @@ static bc_status flush(bc_ctx *ctx, const char *fn, void *stream) {
         CUdeviceptr items = d + sg->off;
         int cnt = (int)sg->count;
         void *params[] = { &items, &cnt };
-        s = bci_kernel_launch_smem(ctx, kls[sg->group], (unsigned)sg->blocks, 1, 1, G->threads, G->smem, stream, params);
+        s = bci_kernel_launch_smem(ctx, G->list, (unsigned)sg->blocks, 1, 1, G->threads, G->smem, stream, params);
       }
     /* the chunk is free again once the copy and the launches are done (also after a failure) */
     if (bci_cu.EventRecord(c->done, (CUstream)stream) == CUDA_SUCCESS) c->used = 1;
     else bci_cu.StreamSynchronize((CUstream)stream);
   }
-  if (kls != kl) free(kls);
-out:
-  if (pm != perm) free(pm);
   return s;
 }
 
@@ -514,7 +501,7 @@ bc_status bc_quantize_grouped(bc_ctx *ctx, const bc_tensor *x, int64_t groups, c
     bc_qtensor qg;
     s = bci_group_next(ctx, fn, x, ld, group_rows, q, &cur, &xg, &qg);
     if (s == BC_OK && group_rows[g] > 0) s = bci_quantize(ctx, &ctx->list->sink, &xg, &qg, stream);
-    if (s != BC_OK) s = entry_fail(ctx, fn, "group", g, s);
+    if (s != BC_OK) s = bci_fail_entry(ctx, s, fn, "group", g);
   }
   if (s == BC_OK) s = flush(ctx, fn, stream);
   return end(ctx, s);

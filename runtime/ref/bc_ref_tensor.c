@@ -183,11 +183,7 @@ bc_status bc_ref_quantize_grouped(bc_ctx *ctx, const bc_tensor *x, int64_t group
     bc_qtensor qg;
     s = bci_group_next(ctx, fn, x, ld, group_rows, q, &cur, &xg, &qg);
     if (s == BC_OK && group_rows[g] > 0) s = bc_ref_quantize(ctx, &xg, &qg);
-    if (s != BC_OK) {
-      char msg[BCI_ERR_MAX];
-      snprintf(msg, sizeof msg, "%s", ctx->err);
-      s = bci_fail(ctx, s, "%s: group %lld: %s", fn, (long long)g, msg);
-    }
+    if (s != BC_OK) s = bci_fail_entry(ctx, s, fn, "group", g);
   }
   return s;
 }

@@ -110,6 +110,15 @@ static float time_queued(op_fn fn, void *u) {
   return ms[S / 2];
 }
 
+/* one call of j and the kernel launches it made (bc_stats.launches); -1 on failure */
+static int64_t run_counted(job *j) {
+  bc_stats a, b;
+  bc_get_stats(ctx, &a);
+  if (run(0, j)) return -1;
+  bc_get_stats(ctx, &b);
+  return (int64_t)(b.launches - a.launches);
+}
+
 static double host_median(job *j) {
   double h[21];
   for (int r = 0; r < 21; r++) {
@@ -261,21 +270,14 @@ int main(int argc, char **argv) {
       run(0, &prep);
     }
     char *copy = malloc(L.out_bytes), *copy2 = malloc(L.out_bytes);
-    uint64_t l0;
-    bc_stats st;
-    bc_get_stats(ctx, &st);
-    l0 = st.launches;
-    if (run(0, &jl)) return 1;
-    bc_get_stats(ctx, &st);
-    uint64_t nl = st.launches - l0;
+    int64_t nl = run_counted(&jl);
+    if (nl < 0) return 1;
     CK(cudaDeviceSynchronize());
     CK(cudaMemcpy(copy, L.out, L.out_bytes, cudaMemcpyDeviceToHost));
     float *am1 = malloc(N * 8), *am2 = malloc(N * 8);
     CK(cudaMemcpy(am1, L.amax, (size_t)n * 8, cudaMemcpyDeviceToHost));
-    l0 = st.launches;
-    if (run(0, &jo)) return 1;
-    bc_get_stats(ctx, &st);
-    uint64_t no = st.launches - l0;
+    int64_t no = run_counted(&jo);
+    if (no < 0) return 1;
     CK(cudaDeviceSynchronize());
     CK(cudaMemcpy(copy2, L.out, L.out_bytes, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(am2, L.amax, (size_t)n * 8, cudaMemcpyDeviceToHost));
