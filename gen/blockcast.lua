@@ -39,7 +39,7 @@ local function host() return assert(rawget(_G, "bc_host"), "bc_host is not set")
 
 -- Families whose kernels also get a list variant (templates/list.cu): one launch runs the kernel
 -- over many tensors, each with its own arguments and grid (runtime/multi/bc_list.c).
-local LIST_FAMILIES = { amax = true, scale = true, quantize = true, dequantize = true, swizzle = true, zero = true }
+local LIST_FAMILIES = { amax = true, scale = true, quantize = true, dequantize = true, swizzle = true, zero = true, copy = true }
 
 local function add_kernel(k)
   registry.kernels[k.name] = k
@@ -57,6 +57,16 @@ local function plan_common()
   end
   -- zeroes fp32 words (the amax of a list before its atomics)
   add_kernel({ name = "bc_zero", family = "zero", template = "zero.cu", tuning = "dequantize" })
+  -- copies fp32 words (the all-reduced amaxes of a list back to each tensor)
+  add_kernel({ name = "bc_copy32", family = "copy", template = "copy32.cu", tuning = "dequantize" })
+  -- the collectives (runtime/comm): the local transport's all-reduce MAX, the all-gather's
+  -- partial block amaxes, block-aligned slabs and the assembly of the gathered buffers
+  add_kernel({ name = "bc_comm_max", family = "comm", template = "comm_max.cu", tuning = "dequantize" })
+  add_kernel({ name = "bc_comm_place", family = "comm", template = "comm_place.cu", tuning = "dequantize" })
+  for _, dt in ipairs(M.DTYPES) do
+    add_kernel({ name = "bc_comm_bamax__" .. dt, family = "comm", dtype = dt, template = "comm_bamax.cu", tuning = "dequantize" })
+    add_kernel({ name = "bc_comm_stage__" .. dt, family = "comm", dtype = dt, template = "comm_stage.cu", tuning = "dequantize" })
+  end
   for _, en in ipairs(spec.sorted_keys(registry.elements)) do
     local e = registry.elements[en]
     -- an element with a fast conversion path gets a self-test (all fp32 inputs, all code pairs)

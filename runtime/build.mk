@@ -23,7 +23,7 @@ TEST_LDFLAGS = -rdynamic
 CUDART      = $(CUDA_HOME)/lib64/libcudart_static.a -lrt
 
 # the runtime's layers, a folder each (runtime/README.md has the map; tests/15-layers checks it)
-LAYERS   = base fmt jit ref ops multi ctx
+LAYERS   = base fmt jit ref ops multi comm ctx
 LIB_SRCS = $(filter-out runtime/jit/bc_lua_shim.c,$(sort $(wildcard $(LAYERS:%=runtime/%/*.c))))
 LIB_OBJS = $(LIB_SRCS:runtime/%.c=$(B)/obj/%.o) $(B)/obj/jit/embed.o
 EMBED_IN = $(sort $(filter-out gen/embed.lua,$(wildcard gen/*.lua gen/tuning/*.lua)) $(wildcard templates/*) $(wildcard specs/*.lua))
@@ -127,7 +127,8 @@ $(B)/fuzz/%: tests/fuzz/%.c tests/fuzz/targets.h $(B)/lib/libblockcast.a | $(B)/
 # The GPU tier and the benchmarks linked against the shared library, for carrying to the GPU
 # machine (the static binaries each hold the 13 MB AOT archive): build/dev/, rpath $ORIGIN.
 # (only programs that use the public API: the others need the library's hidden symbols)
-DEV_TESTS = $(B)/dev/20-gpu-fp8-tensor.t $(B)/dev/22-gpu-block.t $(B)/dev/23-gpu-delayed.t $(B)/dev/24-gpu-list.t
+DEV_TESTS = $(B)/dev/20-gpu-fp8-tensor.t $(B)/dev/22-gpu-block.t $(B)/dev/23-gpu-delayed.t $(B)/dev/24-gpu-list.t \
+            $(B)/dev/25-gpu-comm.t
 DEV_BENCH = $(B)/dev/bench_block $(B)/dev/bench_fp8_tensor $(B)/dev/bench_list
 $(B)/dev:
 	@mkdir -p $@

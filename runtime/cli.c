@@ -2,6 +2,7 @@
  *   blockcast list [--arch sm_XX]
  *   blockcast gen --out DIR [--spec FILE] [--arch sm_XX]...
  *   blockcast aot --out FILE --objdir DIR --arch sm_XX... [-j N]   (used by build.sh)
+ *   blockcast comm-id
  */
 #include <dirent.h>
 #include <errno.h>
@@ -23,7 +24,10 @@ static const char *usage =
   "  cache ls | verify | clear                    the disk cache ($BLOCKCAST_CACHE_DIR,\n"
   "                                               $XDG_CACHE_HOME/blockcast, ~/.cache/blockcast)\n"
   "  aot --out FILE --objdir DIR --arch sm_XX [--arch ...] [-j N]\n"
-  "                                               compile every kernel ahead of time (build.sh)\n";
+  "                                               compile every kernel ahead of time (build.sh)\n"
+  "  comm-id                                      print a fresh NCCL communicator id (hex), for\n"
+  "                                               export BLOCKCAST_COMM_ID=$(blockcast comm-id) and\n"
+  "                                               bc_comm_bootstrap(ctx, \"env:BLOCKCAST_COMM_ID\", ...)\n";
 
 static int die(bc_ctx *ctx, bc_status s, const char *what) {
   fprintf(stderr, "blockcast: %s: %s: %s\n", what, bc_status_string(s), ctx ? bc_last_error(ctx) : "");
@@ -433,6 +437,20 @@ static int cmd_aot(bc_ctx *ctx, int argc, char **argv) {
   return 0;
 }
 
+/* ---- comm-id ---- */
+
+static int cmd_comm_id(bc_ctx *ctx, int argc, char **argv) {
+  if (argc != 0) { fprintf(stderr, "blockcast comm-id: unknown argument '%s'\n%s", argv[0], usage); return 2; }
+  bc_comm_id id;
+  bc_status s = bc_comm_id_create(ctx, &id);
+  if (s != BC_OK) return die(ctx, s, "comm-id");
+  char hex[2 * BC_COMM_ID_BYTES + 1];
+  s = bc_comm_id_to_string(ctx, &id, hex);
+  if (s != BC_OK) return die(ctx, s, "comm-id");
+  printf("%s\n", hex);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
     fputs(usage, argc < 2 ? stderr : stdout);
@@ -451,6 +469,7 @@ int main(int argc, char **argv) {
   else if (strcmp(argv[1], "aot") == 0) rc = cmd_aot(ctx, argc - 2, argv + 2);
   else if (strcmp(argv[1], "compile") == 0) rc = cmd_compile(ctx, argc - 2, argv + 2);
   else if (strcmp(argv[1], "cache") == 0) rc = cmd_cache(ctx, argc - 2, argv + 2);
+  else if (strcmp(argv[1], "comm-id") == 0) rc = cmd_comm_id(ctx, argc - 2, argv + 2);
   else {
     fprintf(stderr, "blockcast: unknown command '%s'\n%s", argv[1], usage);
     rc = 2;

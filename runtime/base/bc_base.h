@@ -32,7 +32,6 @@ struct bci_list_state;
 #define BCI_ERR_MAX 8192
 
 struct bc_ctx {
-  char err[BCI_ERR_MAX];          /* base: the last error's message */
   uint64_t id;                    /* ctx: unique in the process (keys per-thread caches) */
   pthread_mutex_t lock;           /* ctx: guards the Lua state, the formats and the kernel map */
   struct lua_State *L;            /* jit/bc_lua.c: the generator */
@@ -89,6 +88,9 @@ BCI_HIDDEN bc_status bci_nvrtc_load(bc_ctx *ctx);
 /* Current device's arch ("sm_90") and SM count; fails without a context. */
 BCI_HIDDEN bc_status bci_cuda_device(bc_ctx *ctx, char arch[16], int *sm_count);
 BCI_HIDDEN bc_status bci_cuda_memset32(bc_ctx *ctx, void *dptr, uint32_t value, size_t count, void *stream);
+/* a stream-ordered device workspace (cuMemAllocAsync; 0 bytes: NULL) and its release on a stream */
+BCI_HIDDEN bc_status bci_ws_alloc(bc_ctx *ctx, size_t bytes, void *stream, void **out);
+BCI_HIDDEN void bci_ws_free(void *p, void *stream);
 
 typedef struct bci_cuda_api {
   PFN_cuInit_v2000 Init;
@@ -116,6 +118,12 @@ typedef struct bci_cuda_api {
   PFN_cuEventSynchronize_v2000 EventSynchronize;
   PFN_cuEventDestroy_v4000 EventDestroy;
   PFN_cuStreamSynchronize_v2000 StreamSynchronize;
+  /* collectives (comm/): stream-ordered workspaces, device copies and cross-stream order */
+  PFN_cuMemAllocAsync_v11020 MemAllocAsync;
+  PFN_cuMemFreeAsync_v11020 MemFreeAsync;
+  PFN_cuMemcpyAsync_v4000 MemcpyAsync;
+  PFN_cuStreamWaitEvent_v3020 StreamWaitEvent;
+  PFN_cuMemcpyDtoHAsync_v3020 MemcpyDtoHAsync;
 } bci_cuda_api;
 
 typedef struct bci_nvrtc_api {

@@ -61,6 +61,11 @@ static void load_cuda(void) {
   SYM(EventSynchronize, "cuEventSynchronize", 2000);
   SYM(EventDestroy, "cuEventDestroy", 4000);
   SYM(StreamSynchronize, "cuStreamSynchronize", 2000);
+  SYM(MemAllocAsync, "cuMemAllocAsync", 11020);
+  SYM(MemFreeAsync, "cuMemFreeAsync", 11020);
+  SYM(MemcpyAsync, "cuMemcpyAsync", 4000);
+  SYM(StreamWaitEvent, "cuStreamWaitEvent", 3020);
+  SYM(MemcpyDtoHAsync, "cuMemcpyDtoHAsync", 3020);
 #undef SYM
   CUresult r = bci_cu.Init(0);
   if (r != CUDA_SUCCESS) {
@@ -173,4 +178,23 @@ bc_status bci_cuda_device(bc_ctx *ctx, char arch[16], int *sm_count) {
 bc_status bci_cuda_memset32(bc_ctx *ctx, void *dptr, uint32_t value, size_t count, void *stream) {
   BCI_CU(ctx, bci_cu.MemsetD32Async((CUdeviceptr)(uintptr_t)dptr, value, count, (CUstream)stream));
   return BC_OK;
+}
+
+bc_status bci_ws_alloc(bc_ctx *ctx, size_t bytes, void *stream, void **out) {
+  *out = NULL;
+  if (!bytes) return BC_OK;
+  CUdeviceptr p = 0;
+  CUresult r = bci_cu.MemAllocAsync(&p, bytes, (CUstream)stream);
+  if (r != CUDA_SUCCESS) {
+    const char *en = "?";
+    bci_cu.GetErrorName(r, &en);
+    return bci_fail(ctx, BC_ERR_CUDA,
+                    "allocating a %zu-byte device workspace (cuMemAllocAsync) failed: %s", bytes, en);
+  }
+  *out = (void *)(uintptr_t)p;
+  return BC_OK;
+}
+
+void bci_ws_free(void *p, void *stream) {
+  if (p) bci_cu.MemFreeAsync((CUdeviceptr)(uintptr_t)p, (CUstream)stream);
 }

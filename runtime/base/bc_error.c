@@ -37,12 +37,34 @@ size_t bc_dtype_size(bc_dtype t) {
   return 0;
 }
 
+/* The last error's message, per thread and context (like errno): threads that share a context
+ * (the ranks of a local communicator, a server's workers) each read their own. A thread keeps
+ * the messages of its last BCI_ERR_SLOTS contexts; contexts are told apart by their id, unique
+ * in the process, so a new context at a freed one's address starts clean. */
+#define BCI_ERR_SLOTS 4
+static __thread struct {
+  uint64_t id;
+  char msg[BCI_ERR_MAX];
+} err_slot[BCI_ERR_SLOTS];
+static __thread unsigned err_next;
+
+static char *err_buf(const bc_ctx *ctx) {
+  for (int i = 0; i < BCI_ERR_SLOTS; i++)
+    if (err_slot[i].id == ctx->id) return err_slot[i].msg;
+  unsigned i = err_next++ % BCI_ERR_SLOTS;
+  err_slot[i].id = ctx->id;
+  err_slot[i].msg[0] = 0;
+  return err_slot[i].msg;
+}
+
 bc_status bci_fail(bc_ctx *ctx, bc_status s, const char *fmt, ...) {
   if (ctx) {
+    char tmp[BCI_ERR_MAX]; /* the message may quote the previous one */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
+    memcpy(err_buf(ctx), tmp, sizeof tmp);
   }
   return s;
 }
@@ -50,19 +72,20 @@ bc_status bci_fail(bc_ctx *ctx, bc_status s, const char *fmt, ...) {
 bc_status bci_fail_entry(bc_ctx *ctx, bc_status s, const char *fn, const char *noun, int64_t i) {
   if (!ctx) return s;
   char msg[BCI_ERR_MAX];
+  const char *err = err_buf(ctx);
   size_t skip = strlen(fn);
-  const char *inner = strncmp(ctx->err, fn, skip) == 0 && ctx->err[skip] == ':' && ctx->err[skip + 1] == ' ' ? ctx->err + skip + 2 : ctx->err;
+  const char *inner = strncmp(err, fn, skip) == 0 && err[skip] == ':' && err[skip + 1] == ' ' ? err + skip + 2 : err;
   snprintf(msg, sizeof msg, "%s", inner);
   return bci_fail(ctx, s, "%s: %s %lld: %s", fn, noun, (long long)i, msg);
 }
 
 void bci_clear_error(bc_ctx *ctx) {
-  if (ctx) ctx->err[0] = 0;
+  if (ctx) err_buf(ctx)[0] = 0;
 }
 
 const char *bc_last_error(const bc_ctx *ctx) {
   if (!ctx) return "ctx is NULL: create one with bc_ctx_create()";
-  return ctx->err;
+  return err_buf(ctx);
 }
 
 void bc_get_stats(const bc_ctx *ctx, bc_stats *out) {

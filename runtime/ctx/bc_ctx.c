@@ -25,7 +25,7 @@ bc_status bc_ctx_create(bc_ctx **out, char *errbuf, size_t errbuf_size) {
   ctx->id = __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
   bc_status s = bci_list_init(ctx);
   if (s == BC_OK) s = bci_lua_open(ctx, errbuf, errbuf_size);
-  else if (errbuf && errbuf_size) snprintf(errbuf, errbuf_size, "%s", ctx->err);
+  else if (errbuf && errbuf_size) snprintf(errbuf, errbuf_size, "%s", bc_last_error(ctx));
   if (s != BC_OK) {
     bc_ctx_destroy(ctx);
     return s;
@@ -36,7 +36,7 @@ bc_status bc_ctx_create(bc_ctx **out, char *errbuf, size_t errbuf_size) {
     char *copy = bci_strdup(sp), *save = NULL;
     for (char *e = copy ? strtok_r(copy, ":", &save) : NULL; e && s == BC_OK; e = strtok_r(NULL, ":", &save)) {
       s = bc_spec_path_add(ctx, e);
-      if (s != BC_OK && errbuf && errbuf_size) snprintf(errbuf, errbuf_size, "BLOCKCAST_SPEC_PATH entry '%s': %s", e, ctx->err);
+      if (s != BC_OK && errbuf && errbuf_size) snprintf(errbuf, errbuf_size, "BLOCKCAST_SPEC_PATH entry '%s': %s", e, bc_last_error(ctx));
     }
     if (!copy) s = BC_ERR_NOMEM;
     free(copy);

@@ -65,7 +65,8 @@ typedef struct bc_format bc_format;
 BC_API bc_status bc_ctx_create(bc_ctx **out, char *errbuf, size_t errbuf_size);
 BC_API void bc_ctx_destroy(bc_ctx *ctx);
 
-/* The message of the last failed call on ctx ("" if none). Valid until the next call. */
+/* The message of the last failed call on ctx made by this thread ("" if none): each thread
+ * reads its own (a context may be shared by threads). Valid until this thread's next call. */
 BC_API const char *bc_last_error(const bc_ctx *ctx);
 
 /* ---- formats ------------------------------------------------------------------------------ */
@@ -296,6 +297,94 @@ BC_API bc_status bc_grouped_layout(bc_ctx *ctx, const bc_format *fmt, int64_t gr
  * nothing (not even its amax / scale entries). */
 BC_API bc_status bc_quantize_grouped(bc_ctx *ctx, const bc_tensor *x, int64_t groups, const int64_t *group_rows,
                                      const bc_qtensor *q, void *stream);
+
+/* ---- collectives ------------------------------------------------------------------------- */
+
+/* A communicator: the ranks a collective runs over, passed to each call that communicates (a
+ * format never stores one, so forward and backward may use different groups). Two transports,
+ * same API, same results, same bytes counted:
+ *   NCCL   libnccl.so.2, opened at run time (BC_ERR_UNAVAILABLE without it; everything else
+ *          still works): one process (or thread) per GPU, made from a bc_comm_id, or wrapping
+ *          an ncclComm_t the caller already has.
+ *   local  W ranks in one process, one thread each, on one or several GPUs (several ranks may
+ *          share one): each collective is a host rendezvous of the W threads, then device
+ *          copies on each rank's stream ordered by events. For testing pipelines on one GPU,
+ *          and for a rank count NCCL cannot put on one device.
+ * Collectives are asynchronous on the caller's stream, as kernels are: no call waits for the
+ * GPU (the local transport's threads wait for each other on the host, not for the GPU). Every
+ * rank of a communicator makes the same collective calls in the same order with agreeing
+ * arguments; the local transport checks the agreement at each rendezvous (a mismatch fails
+ * every rank with a message naming both), NCCL checks it when BLOCKCAST_COMM_CHECK=1 (a small
+ * metadata all-gather that synchronizes the host: for debugging). A local rank that waits
+ * longer than $BLOCKCAST_COMM_TIMEOUT seconds (default 600) for the others fails, and the
+ * communicator is then unusable (every later call fails saying why). */
+typedef struct bc_comm bc_comm;
+
+#define BC_COMM_ID_BYTES 128
+/* NCCL's unique id (ncclUniqueId): made by one rank, handed to the others out of band. */
+typedef struct bc_comm_id {
+  unsigned char bytes[BC_COMM_ID_BYTES];
+} bc_comm_id;
+
+BC_API bc_status bc_comm_id_create(bc_ctx *ctx, bc_comm_id *id);
+/* As 256 lowercase hex digits + NUL (an environment variable's value), and back. */
+BC_API bc_status bc_comm_id_to_string(bc_ctx *ctx, const bc_comm_id *id, char out[2 * BC_COMM_ID_BYTES + 1]);
+BC_API bc_status bc_comm_id_from_string(bc_ctx *ctx, const char *hex, bc_comm_id *id);
+
+/* NCCL communicator of nranks ranks; this process is `rank`, on the current CUDA device. */
+BC_API bc_status bc_comm_create_nccl(bc_ctx *ctx, const bc_comm_id *id, int nranks, int rank, bc_comm **out);
+/* Bootstrap without MPI: `where` is "env:NAME" (the id's hex in environment variable NAME, e.g.
+ * made by `blockcast comm-id`) or a file path (rank 0 makes an id and writes it there atomically;
+ * the other ranks wait up to timeout_s seconds for the file). Then bc_comm_create_nccl. */
+BC_API bc_status bc_comm_bootstrap(bc_ctx *ctx, const char *where, int nranks, int rank, double timeout_s, bc_comm **out);
+/* Wrap the caller's ncclComm_t (passed as void *); bc_comm_destroy leaves it to the caller. */
+BC_API bc_status bc_comm_wrap_nccl(bc_ctx *ctx, void *nccl_comm, bc_comm **out);
+/* Local transport: comms[0 .. nranks) (1 <= nranks <= 64), comms[r] for the thread of rank r. */
+BC_API bc_status bc_comm_create_local(bc_ctx *ctx, int nranks, bc_comm **comms);
+/* Each rank destroys its own; NULL is fine. Not while a call on it is in flight on the host. */
+BC_API void bc_comm_destroy(bc_comm *comm);
+
+typedef enum bc_transport {
+  BC_TRANSPORT_NCCL = 1,
+  BC_TRANSPORT_LOCAL = 2
+} bc_transport;
+
+typedef struct bc_comm_info {
+  bc_transport transport;
+  int rank, size;
+  uint64_t collectives; /* collective operations issued by this rank */
+  uint64_t bytes_sent;  /* bytes this rank contributed: an all-gather's send buffer (once, not
+                           per receiver), an all-reduce's buffer; what bc_comm_bytes_sent's
+                           formulas in README.md count */
+} bc_comm_info;
+BC_API bc_status bc_comm_get_info(bc_ctx *ctx, const bc_comm *comm, bc_comm_info *out);
+
+/* amax[0 .. n) = MAX over the ranks, in place (device fp32[n]): one collective for a list. */
+BC_API bc_status bc_amax_allreduce(bc_ctx *ctx, bc_comm *comm, float *amax, int64_t n, void *stream);
+
+/* bc_quantize with the amax reduced over comm: per-tensor formats (current scaling) amax of x ->
+ * all-reduce MAX -> scale -> cast; two-level formats (NVFP4) the global amax likewise; other
+ * block formats need no communication (the same as bc_quantize). The list form makes one
+ * all-reduce for the whole list, and one launch per kernel. Each rank's result is what
+ * bc_quantize writes for the tensor whose amax is the group's. */
+BC_API bc_status bc_quantize_comm(bc_ctx *ctx, bc_comm *comm, const bc_tensor *x, bc_qtensor *q, void *stream);
+BC_API bc_status bc_quantize_list_comm(bc_ctx *ctx, bc_comm *comm, int64_t n, const bc_tensor *x, bc_qtensor *q,
+                                       void *stream);
+
+/* Quantized all-gather along the first dimension (sequence parallelism). Rank r holds rows
+ * [sum(rows[0 .. r)), sum(rows[0 .. r])) of a [sum(rows), cols] tensor: x is that local part
+ * ([rows[rank], cols], any dtype and row stride; rows[r] may be 0 and may differ). out is the
+ * whole tensor's quantized form with the directions asked (data pointers set), in the layout of
+ * bc_qtensor_layout (scales compact or swizzled). On every rank out is bit-identical to
+ * bc_quantize of the whole tensor on one GPU; per-tensor and two-level formats take the amax of
+ * the whole tensor (reduced over comm; out->amax and out->scale are written as bc_quantize
+ * writes them). Any split is exact: where a block straddles ranks, the ranks exchange the
+ * partial amaxes of their boundary blocks and quantize those blocks with their true scales;
+ * only quantized data, scales and those amaxes travel. Columnwise data that follows from the
+ * gathered rowwise data (per-tensor and 2D-block formats) is built locally, not sent.
+ * rows: [size] row counts, the same on every rank. Stochastic rounding is not supported here. */
+BC_API bc_status bc_all_gather(bc_ctx *ctx, bc_comm *comm, const bc_tensor *x, const int64_t *rows, bc_qtensor *out,
+                               void *stream);
 
 /* ---- kernels ------------------------------------------------------------------------------ */
 

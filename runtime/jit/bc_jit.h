@@ -66,6 +66,8 @@ BCI_HIDDEN bc_status bci_run(bc_ctx *ctx, bci_sink *sink, const bci_kernel *k, u
                              unsigned threads, int smem, void *stream, const bci_arg *args, int nargs);
 /* n fp32 words at p set to 0: cuMemsetD32Async, or a record of kernel bc_zero */
 BCI_HIDDEN bc_status bci_zero32(bc_ctx *ctx, bci_sink *sink, float *p, int64_t n, void *stream);
+/* n fp32 words src -> dst: a launch or a record of kernel bc_copy32 */
+BCI_HIDDEN bc_status bci_copy32(bc_ctx *ctx, bci_sink *sink, const float *src, float *dst, int64_t n, void *stream);
 /* the packed size of arguments (what bci_run records) */
 BCI_HIDDEN size_t bci_args_packed(const bci_arg *args, int nargs, unsigned char *out);
 

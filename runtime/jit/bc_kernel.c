@@ -298,6 +298,17 @@ bc_status bci_zero32(bc_ctx *ctx, bci_sink *sink, float *p, int64_t n, void *str
   return bci_run(ctx, sink, k, gx, 1, 1, (unsigned)k->launch.threads, 0, stream, args, 2);
 }
 
+/* n fp32 words src -> dst: one launch of bc_copy32, now or recorded */
+bc_status bci_copy32(bc_ctx *ctx, bci_sink *sink, const float *src, float *dst, int64_t n, void *stream) {
+  const bci_kernel *k;
+  bc_status s = bci_kernel_get(ctx, "bc_copy32", &k);
+  if (s != BC_OK) return s;
+  int64_t blocks = (n + k->launch.threads - 1) / k->launch.threads;
+  unsigned gx = blocks < 1024 ? (unsigned)(blocks > 0 ? blocks : 1) : 1024;
+  bci_arg args[] = { BCI_ARG(src), BCI_ARG(dst), BCI_ARG(n) };
+  return bci_run(ctx, sink, k, gx, 1, 1, (unsigned)k->launch.threads, 0, stream, args, 3);
+}
+
 /* ---- public kernel calls ---- */
 
 static bc_status check_arch(bc_ctx *ctx, const char *arch) {

@@ -365,7 +365,7 @@ bc_status bci_lua_open(bc_ctx *ctx, char *err, size_t errsz) {
 
   bc_status s = gen_call(ctx, "load_builtin", 0, 1, BC_ERR_SPEC);
   if (s != BC_OK) {
-    if (err && errsz) snprintf(err, errsz, "built-in specs: %s", ctx->err);
+    if (err && errsz) snprintf(err, errsz, "built-in specs: %s", bc_last_error(ctx));
     return s;
   }
   /* names in load order */
@@ -380,7 +380,7 @@ bc_status bci_lua_open(bc_ctx *ctx, char *err, size_t errsz) {
     s = format_from_lua(ctx, &f);
     lua_pop(L, 3);
     if (s != BC_OK) {
-      if (err && errsz) snprintf(err, errsz, "%s", ctx->err);
+      if (err && errsz) snprintf(err, errsz, "%s", bc_last_error(ctx));
       return s;
     }
   }

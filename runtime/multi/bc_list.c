@@ -506,3 +506,21 @@ bc_status bc_quantize_grouped(bc_ctx *ctx, const bc_tensor *x, int64_t groups, c
   if (s == BC_OK) s = flush(ctx, fn, stream);
   return end(ctx, s);
 }
+
+/* ---- for the collectives (comm/) ---- */
+
+bc_status bci_list_amax_back(bc_ctx *ctx, const char *fn, int64_t m, const int64_t *idx, const float *amax, const bc_qtensor *q,
+                             void *stream) {
+  bc_status s = begin(ctx, fn, m, idx, "idx");
+  if (s != BC_OK) return s;
+  for (int64_t j = 0; j < m && s == BC_OK; j++) {
+    const bc_qtensor *t = &q[idx[j]];
+    item_begin(ctx, idx[j]);
+    s = bci_copy32(ctx, &ctx->list->sink, amax + j, t->amax, 1, stream);
+    if (s == BC_OK && t->format->block == BC_BLOCK_TENSOR)
+      s = bci_compute_scale(ctx, &ctx->list->sink, t->format, amax + j, t->scale, NULL, stream);
+    if (s != BC_OK) s = item_fail(ctx, fn, idx[j], s);
+  }
+  if (s == BC_OK) s = flush(ctx, fn, stream);
+  return end(ctx, s);
+}

@@ -10,4 +10,10 @@
 BCI_HIDDEN bc_status bci_list_init(bc_ctx *ctx);
 BCI_HIDDEN void bci_list_free(bc_ctx *ctx);
 
+/* After an all-reduce of the amaxes of some tensors of a list (comm/): for j < m, tensor
+ * q[idx[j]] gets amax[j] (device) in its q->amax and, for per-tensor formats, the scale from
+ * it in q->scale; one launch per kernel for all of them. */
+BCI_HIDDEN bc_status bci_list_amax_back(bc_ctx *ctx, const char *fn, int64_t m, const int64_t *idx, const float *amax,
+                                        const bc_qtensor *q, void *stream);
+
 #endif

@@ -1,0 +1,574 @@
+/* comm/bc_collective.c: the collective operations of blockcast.h, written once over the
+ * transport primitives (bc_transport.c): the amax all-reduce, quantize with a communicator
+ * (one tensor or a list) and the quantized all-gather along the first dimension.
+ *
+ * The all-gather (DESIGN.md scenario 1). Rank r holds tensor rows [row0[r], row0[r+1]). Let Bm
+ * be the block height along the rows of the directions a rank quantizes (1 for per-tensor and
+ * rowwise 1D blocks; N for N x 1 columnwise blocks and N x N blocks). Each rank quantizes the
+ * slab of whole block rows around its rows, tensor rows [a, a + s): when its rows cut a block
+ * row, the slab is staged (templates/comm_stage.cu) with pad rows that carry the other ranks'
+ * partial block amaxes of that block row (exchanged first: 2 x nbc fp32 per rank, where nbc is
+ * the blocks of a block row), so each block of the slab is quantized with its true scale and
+ * its codes are the whole tensor's. Then, in one group:
+ *   rowwise data (and MXFP8's row-major columnwise data): each rank's own rows, gathered in
+ *     place into the output (a rank's slab writes its pad rows' codes into rows that the gather
+ *     then overwrites with their owners' codes);
+ *   block scales, transposed columnwise data of 1D formats: each rank's slab buffers (scales
+ *     up to their last valid entry), then assembled into the output's layout, compact or
+ *     swizzled, by templates/comm_place.cu, each entry from the rank holding its row.
+ * Columnwise data of per-tensor and 2D-block formats is the transpose of the gathered rowwise
+ * data and their columnwise scales are the rowwise ones: built locally, never sent. Per-tensor
+ * and two-level formats first all-reduce the amax (1 fp32). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/bc_comm.h"
+
+static bc_status check_comm(bc_ctx *ctx, const char *fn, const bc_comm *comm) {
+  if (!comm) return bci_fail(ctx, BC_ERR_ARG, "%s: argument 'comm' is NULL; expected a communicator (bc_comm_create_local, bc_comm_create_nccl)", fn);
+  return BC_OK;
+}
+
+/* Every rank enters the same collectives: a rank whose arguments failed its own checks still
+ * takes part in the agreement check (local transport; NCCL with BLOCKCAST_COMM_CHECK=1) with a
+ * signature saying so, so the other ranks fail naming it instead of waiting for it. */
+static bc_status agree(bc_ctx *ctx, bc_comm *comm, const char *fn, const char *sig, bc_status s, void *stream) {
+  if (s == BC_OK) return bci_comm_check_args(ctx, comm, fn, sig, stream);
+  if (!comm) return s;
+  char *msg = bci_strdup(bc_last_error(ctx));
+  char fs[BCI_COMM_SIG];
+  snprintf(fs, sizeof fs, "%s: (rank %d failed its argument checks)", fn, comm->rank);
+  bci_comm_check_args(ctx, comm, fn, fs, stream);
+  s = bci_fail(ctx, s, "%s", msg ? msg : "out of memory keeping the message");
+  free(msg);
+  return s;
+}
+
+/* ---- amax all-reduce ---- */
+
+bc_status bc_amax_allreduce(bc_ctx *ctx, bc_comm *comm, float *amax, int64_t n, void *stream) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  const char *fn = "bc_amax_allreduce";
+  bc_status s = check_comm(ctx, fn, comm);
+  if (s != BC_OK) return s;
+  if (n < 0) return bci_fail(ctx, BC_ERR_ARG, "%s: n is %lld; expected the number of amaxes (>= 0)", fn, (long long)n);
+  if (n > 0 && (!amax || !bci_aligned(amax, 4)))
+    return bci_fail(ctx, BC_ERR_ARG, "%s: argument 'amax' is NULL or misaligned; expected a device fp32[%lld]", fn, (long long)n);
+  if (n == 0) return BC_OK;
+  char sig[BCI_COMM_SIG];
+  snprintf(sig, sizeof sig, "%s n=%lld", fn, (long long)n);
+  return bci_comm_allreduce_max(ctx, comm, sig, amax, n, stream);
+}
+
+/* ---- quantize with a communicator ---- */
+
+static int needs_amax(const bc_format *f) { return f->block == BC_BLOCK_TENSOR || f->rule == BCI_RULE_TWO_LEVEL; }
+
+/* the checks of bc_quantize_cast without launching: its launches recorded into a sink that is
+ * thrown away (the same code, so the same messages) */
+static bc_status dry_cast(bc_ctx *ctx, const bc_tensor *x, bc_qtensor *q) {
+  bci_sink sk;
+  memset(&sk, 0, sizeof sk);
+  bc_status s = bci_quantize_cast(ctx, &sk, x, q, NULL);
+  free(sk.recs);
+  free(sk.bytes);
+  return s;
+}
+
+static bc_status check_amax_arg(bc_ctx *ctx, const char *fn, const bc_qtensor *q) {
+  if (!needs_amax(q->format)) return BC_OK;
+  if (!q->amax || !bci_aligned(q->amax, 4))
+    return bci_fail(ctx, BC_ERR_ARG, "%s: q->amax is %s; format '%s' takes the amax reduced over the communicator there and needs a "
+                    "device fp32[1]", fn, q->amax ? "misaligned" : "NULL", q->format->name);
+  return BC_OK;
+}
+
+bc_status bc_quantize_comm(bc_ctx *ctx, bc_comm *comm, const bc_tensor *x, bc_qtensor *q, void *stream) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  const char *fn = "bc_quantize_comm";
+  bc_status s = check_comm(ctx, fn, comm);
+  if (s != BC_OK) return s;
+  if (!x || !q) return bci_fail(ctx, BC_ERR_ARG, "%s: argument '%s' is NULL", fn, x ? "q" : "x");
+  if ((s = bci_check_format(ctx, q->format, "q->format")) != BC_OK) return agree(ctx, comm, fn, "", s, stream);
+  int empty = x->rows == 0 || x->cols == 0;
+  if (!empty) s = dry_cast(ctx, x, q);
+  else if (q->rows != x->rows || q->cols != x->cols)
+    s = bci_fail(ctx, BC_ERR_ARG, "%s: q has shape [%lld, %lld] but x has [%lld, %lld]; they must match", fn, (long long)q->rows,
+                 (long long)q->cols, (long long)x->rows, (long long)x->cols);
+  if (s == BC_OK) s = check_amax_arg(ctx, fn, q);
+  if (s == BC_OK && !needs_amax(q->format)) return empty ? BC_OK : bci_quantize_cast(ctx, NULL, x, q, stream);
+  char sig[BCI_COMM_SIG];
+  snprintf(sig, sizeof sig, "%s fmt=%s", fn, q->format->name);
+  if (s == BC_OK) s = empty ? bci_zero32(ctx, NULL, q->amax, 1, stream) : bci_amax(ctx, NULL, x, q->amax, stream);
+  if ((s = agree(ctx, comm, fn, sig, s, stream)) != BC_OK) return s;
+  if ((s = bci_comm_allreduce_max(ctx, comm, sig, q->amax, 1, stream)) != BC_OK) return s;
+  if (q->format->block == BC_BLOCK_TENSOR && (s = bci_compute_scale(ctx, NULL, q->format, q->amax, q->scale, NULL, stream)) != BC_OK)
+    return s;
+  return empty ? BC_OK : bci_quantize_cast(ctx, NULL, x, q, stream);
+}
+
+bc_status bc_quantize_list_comm(bc_ctx *ctx, bc_comm *comm, int64_t n, const bc_tensor *x, bc_qtensor *q, void *stream) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  const char *fn = "bc_quantize_list_comm";
+  bc_status s = check_comm(ctx, fn, comm);
+  if (s != BC_OK) return s;
+  if (n < 0) return bci_fail(ctx, BC_ERR_ARG, "%s: n is %lld; expected the number of tensors (>= 0)", fn, (long long)n);
+  if (n > 0 && (!x || !q))
+    return agree(ctx, comm, fn, "", bci_fail(ctx, BC_ERR_ARG, "%s: argument '%s' is NULL; expected an array of %lld entries", fn, x ? "q" : "x", (long long)n), stream);
+  /* the tensors whose amax is reduced: their inputs (a sub-list) and indices, one allocation */
+  int64_t m = 0;
+  uint64_t fh = 1469598103934665603ull; /* FNV-1a of the formats: part of the agreement check */
+  for (int64_t i = 0; i < n; i++) {
+    if ((s = bci_check_format(ctx, q[i].format, "q[i].format")) != BC_OK ||
+        (s = check_amax_arg(ctx, fn, &q[i])) != BC_OK)
+      return agree(ctx, comm, fn, "", bci_fail_entry(ctx, s, fn, "tensor", i), stream);
+    if (needs_amax(q[i].format)) m++;
+    for (const char *c = q[i].format->name; *c; c++) fh = (fh ^ (unsigned char)*c) * 1099511628211ull;
+    fh = (fh ^ ';') * 1099511628211ull;
+  }
+  char sig[BCI_COMM_SIG];
+  snprintf(sig, sizeof sig, "%s n=%lld reduced=%lld formats=%016llx", fn, (long long)n, (long long)m, (unsigned long long)fh);
+  if (m == 0) {
+    if ((s = agree(ctx, comm, fn, sig, BC_OK, stream)) != BC_OK) return s;
+    return bc_quantize_cast_list(ctx, n, x, q, stream);
+  }
+  bc_tensor *xs = malloc((size_t)m * (sizeof *xs + sizeof(int64_t)));
+  if (!xs) return agree(ctx, comm, fn, sig, bci_fail(ctx, BC_ERR_NOMEM, "%s: out of memory for the index of %lld tensors", fn, (long long)m), stream);
+  int64_t *idx = (int64_t *)(xs + m);
+  for (int64_t i = 0, j = 0; i < n; i++)
+    if (needs_amax(q[i].format)) {
+      xs[j] = x[i];
+      idx[j++] = i;
+    }
+  float *ws = NULL;
+  s = bci_ws_alloc(ctx, (size_t)m * sizeof(float), stream, (void **)&ws);
+  /* the amaxes (which check those entries) before the first collective; the casts check the
+   * rest after it, and a failure there fails this rank's call alone (nothing else to wait for) */
+  if (s == BC_OK) s = bc_amax_list(ctx, m, xs, ws, stream);
+  s = agree(ctx, comm, fn, sig, s, stream);
+  if (s == BC_OK) s = bci_comm_allreduce_max(ctx, comm, sig, ws, m, stream);
+  if (s == BC_OK) s = bci_list_amax_back(ctx, fn, m, idx, ws, q, stream);
+  if (s == BC_OK) s = bc_quantize_cast_list(ctx, n, x, q, stream);
+  bci_ws_free(ws, stream);
+  free(xs);
+  return s;
+}
+
+/* ---- all-gather ---- */
+
+/* templates/comm_place.cu: bc_pdir, bc_psrc (same layout) */
+#define BCI_PLACE_MAX_RANKS 64
+typedef struct pdir {
+  int32_t col, view, bits, per_row, vbr, vbc, order, pad_r, pad_c, high_first;
+} pdir;
+typedef struct psrc {
+  int64_t nranks;
+  int64_t row0[BCI_PLACE_MAX_RANKS + 1];
+  int64_t a[BCI_PLACE_MAX_RANKS], s[BCI_PLACE_MAX_RANKS], off[BCI_PLACE_MAX_RANKS];
+} psrc;
+/* templates/comm_stage.cu: bc_stage_parts */
+#define BCI_STAGE_MAX_PARTS 128
+typedef struct stage_parts {
+  int32_t ntop, nbot;
+  int32_t top[BCI_STAGE_MAX_PARTS], bot[BCI_STAGE_MAX_PARTS];
+} stage_parts;
+
+static pdir pdir_of(const bc_format *f, bc_direction dir, int scales, int swizzled) {
+  const int col = dir == BC_COLUMNWISE;
+  const bci_dir_spec *d = &f->dir[col];
+  pdir p = { col, col ? f->columnwise_transposed : 1, scales ? 8 * f->scale_bytes : f->elem.bits, d->scale_per_row,
+             f->block_rows, f->block_cols, swizzled ? 2 : d->scale_order, d->pad_rows, d->pad_cols, f->pack_high_first };
+  if (col && f->block_rows == 1) p.vbr = 1;
+  if (f->block == BC_BLOCK_TENSOR) p.vbr = p.vbc = p.pad_r = p.pad_c = 1;
+  return p;
+}
+
+/* bytes of a slab's compact scale buffer up to its last valid entry (what travels) */
+static size_t scale_send_bytes(const bci_geom *g, int eb) {
+  const bci_sl *l = &g->sl;
+  if (l->lrows == 0 || l->lcols == 0) return 0;
+  int64_t last = l->order == 0 ? (l->lrows - 1) * l->ld + l->lcols : (l->lcols - 1) * l->ld + l->lrows;
+  return (size_t)last * (size_t)eb;
+}
+
+typedef struct plan {
+  const bc_format *f;
+  int W, me;
+  int64_t M, K;
+  int64_t row0[BCI_PLACE_MAX_RANKS + 1], a[BCI_PLACE_MAX_RANKS], s[BCI_PLACE_MAX_RANKS];
+  int64_t Bm, G, nbc;
+  int want_row, want_col, comp_row, comp_col, col_direct, derived, exchange;
+  size_t rb, cb;                     /* bytes of a rowwise data row, of a row-major columnwise row */
+  /* per rank: bytes of its slab's rowwise scales, columnwise data, columnwise scales (whole
+   * buffers, what its quantize writes) and what of them travels */
+  size_t rs[BCI_PLACE_MAX_RANKS], cd[BCI_PLACE_MAX_RANKS], cs[BCI_PLACE_MAX_RANKS];
+  size_t rs_send[BCI_PLACE_MAX_RANKS], cs_send[BCI_PLACE_MAX_RANKS];
+} plan;
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+static bc_status make_plan(bc_ctx *ctx, const char *fn, bc_comm *comm, const int64_t *rows, const bc_qtensor *out, plan *p) {
+  memset(p, 0, sizeof *p);
+  const bc_format *f = out->format;
+  p->f = f;
+  p->W = comm->size;
+  p->me = comm->rank;
+  p->K = out->cols;
+  if (p->W > BCI_PLACE_MAX_RANKS)
+    return bci_fail(ctx, BC_ERR_UNSUPPORTED, "%s: the communicator has %d ranks; the all-gather supports up to %d", fn, p->W,
+                    BCI_PLACE_MAX_RANKS);
+  for (int r = 0; r < p->W; r++) {
+    if (rows[r] < 0) return bci_fail(ctx, BC_ERR_ARG, "%s: rows[%d] is %lld; expected the row count of rank %d (>= 0)", fn, r, (long long)rows[r], r);
+    p->row0[r + 1] = p->row0[r] + rows[r];
+  }
+  p->M = p->row0[p->W];
+  p->want_row = out->rowwise_data != NULL;
+  p->want_col = out->columnwise_data != NULL;
+  const int bits = f->elem.bits;
+  p->rb = (size_t)(p->K * bits / 8);
+  p->cb = p->rb;
+  p->Bm = 1;
+  p->G = 1;
+  if (f->block == BC_BLOCK_TENSOR || f->block == BC_BLOCK_2D) {
+    p->comp_row = 1;
+    p->derived = p->want_col;
+    if (f->block == BC_BLOCK_2D) {
+      p->Bm = f->block_rows;
+      p->G = f->block_cols;
+    }
+  } else {
+    p->comp_row = p->want_row;
+    p->comp_col = p->want_col;
+    p->col_direct = p->want_col && !f->columnwise_transposed;
+    if (p->want_col) p->Bm = f->block_cols;
+  }
+  p->nbc = cdiv(p->K, p->G);
+  for (int r = 0; r < p->W; r++) {
+    int64_t lo = p->row0[r], hi = p->row0[r + 1];
+    if (hi == lo) continue;
+    p->a[r] = lo / p->Bm * p->Bm;
+    int64_t b = cdiv(hi, p->Bm) * p->Bm;
+    p->s[r] = (b < p->M ? b : p->M) - p->a[r];
+    if (p->a[r] != lo || p->a[r] + p->s[r] != hi) p->exchange = 1;
+    if (f->block == BC_BLOCK_TENSOR) continue;
+    bci_geom g;
+    bc_status st;
+    const int eb = f->scale_bytes;
+    if (p->comp_row) {
+      if ((st = bci_geom_get(ctx, fn, f, p->s[r], p->K, BC_ROWWISE, 0, &g)) != BC_OK) return st;
+      p->rs[r] = g.scale_bytes;
+      p->rs_send[r] = scale_send_bytes(&g, eb);
+    }
+    if (p->comp_col) {
+      if ((st = bci_geom_get(ctx, fn, f, p->s[r], p->K, BC_COLUMNWISE, 0, &g)) != BC_OK) return st;
+      if (!p->col_direct) p->cd[r] = g.data_bytes;
+      p->cs[r] = g.scale_bytes;
+      p->cs_send[r] = scale_send_bytes(&g, eb);
+    }
+  }
+  return BC_OK;
+}
+
+static bc_status launch_1d(bc_ctx *ctx, const char *name, int64_t n, void *stream, const bci_arg *args, int nargs) {
+  const bci_kernel *k;
+  bc_status s = bci_kernel_get(ctx, name, &k);
+  if (s != BC_OK) return s;
+  int64_t blocks = cdiv(n, k->launch.threads);
+  unsigned gx = blocks < 4096 ? (unsigned)(blocks > 0 ? blocks : 1) : 4096;
+  return bci_run(ctx, NULL, k, gx, 1, 1, (unsigned)k->launch.threads, 0, stream, args, nargs);
+}
+
+/* assemble one output buffer (comm_place.cu) */
+static bc_status place(bc_ctx *ctx, const plan *p, void *dst, pdir od, int scales, const void *src, pdir sd, const psrc *t,
+                       void *stream) {
+  int64_t rows = p->M, cols = p->K;
+  int64_t n;
+  if (scales) {
+    bci_geom g;
+    bc_status s = bci_geom_get(ctx, "bc_all_gather", p->f, rows, cols, od.col ? BC_COLUMNWISE : BC_ROWWISE, od.order == 2, &g);
+    if (s != BC_OK) return s;
+    n = g.srows * g.scols;
+  } else {
+    n = rows * cols * od.bits / 8;
+  }
+  bci_arg args[] = { BCI_ARG(dst), BCI_ARG(rows), BCI_ARG(cols), BCI_ARG(od), BCI_ARG(scales), BCI_ARG(src), BCI_ARG(sd), BCI_ARG(*t) };
+  return launch_1d(ctx, "bc_comm_place", n, stream, args, 8);
+}
+
+/* the slab sources of a gathered region: rank r's buffer at the sum of the sizes before it */
+static void slab_sources(const plan *p, const size_t *size, psrc *t) {
+  memset(t, 0, sizeof *t);
+  t->nranks = p->W;
+  size_t o = 0;
+  for (int r = 0; r < p->W; r++) {
+    t->row0[r] = p->row0[r];
+    t->a[r] = p->a[r];
+    t->s[r] = p->s[r];
+    t->off[r] = (int64_t)o;
+    o += size[r];
+  }
+  t->row0[p->W] = p->M;
+}
+
+static void offsets(const plan *p, const size_t *len, size_t *off) {
+  size_t o = 0;
+  for (int r = 0; r < p->W; r++) {
+    off[r] = o;
+    o += len[r];
+  }
+}
+
+static size_t sum(const plan *p, const size_t *v) {
+  size_t t = 0;
+  for (int r = 0; r < p->W; r++) t += v[r];
+  return t;
+}
+
+static uint64_t rows_hash(const int64_t *rows, int n) {
+  uint64_t h = 1469598103934665603ull;
+  for (int i = 0; i < n; i++)
+    for (int b = 0; b < 8; b++) h = (h ^ (uint64_t)((rows[i] >> (8 * b)) & 0xFF)) * 1099511628211ull;
+  return h;
+}
+
+/* the partial block amaxes of this rank's boundary block rows, gathered from every rank:
+ * pall[r][2][nbc] (slot 0: r's first block row, 1: its last) */
+static bc_status exchange_amax(bc_ctx *ctx, bc_comm *comm, const char *sig, bc_status s, const plan *p, const bc_tensor *x,
+                               int64_t ld, float *pme, float *pall, void *stream) {
+  const int me = p->me;
+  const int64_t m = p->row0[me + 1] - p->row0[me];
+  if (s == BC_OK) s = bci_zero32(ctx, NULL, pme, 2 * p->nbc, stream);
+  if (s == BC_OK && m > 0) {
+    const int64_t r0 = p->row0[me], jf = p->a[me] / p->Bm, jl = (p->a[me] + p->s[me] - 1) / p->Bm;
+    int64_t lo0 = 0, hi0 = ((jf + 1) * p->Bm < r0 + m ? (jf + 1) * p->Bm : r0 + m) - r0;
+    int64_t lo1 = (jl * p->Bm > r0 ? jl * p->Bm : r0) - r0, hi1 = m;
+    char name[64];
+    snprintf(name, sizeof name, "bc_comm_bamax__%s", bc_dtype_name(x->dtype));
+    const void *in = x->data;
+    int64_t K = p->K, G = p->G, nbc = p->nbc;
+    bci_arg args[] = { BCI_ARG(in), BCI_ARG(ld), BCI_ARG(K), BCI_ARG(G), BCI_ARG(nbc), BCI_ARG(lo0), BCI_ARG(hi0), BCI_ARG(lo1),
+                       BCI_ARG(hi1), BCI_ARG(pme) };
+    s = launch_1d(ctx, name, 2 * K, stream, args, 10);
+  }
+  size_t off[BCI_PLACE_MAX_RANKS], len[BCI_PLACE_MAX_RANKS];
+  for (int r = 0; r < p->W; r++) {
+    len[r] = 2 * (size_t)p->nbc * sizeof(float);
+    off[r] = (size_t)r * len[r];
+  }
+  bci_gather_job J = { pme, pall, off, len };
+  char sg[BCI_COMM_SIG];
+  snprintf(sg, sizeof sg, "%.200s [boundary amax]", sig);
+  bc_status sg_s = bci_comm_gatherv(ctx, comm, sg, 1, &J, stream);
+  return s == BC_OK ? sg_s : s;
+}
+
+/* which (rank, slot) partial amaxes of block row j this rank's pad rows carry */
+static int parts_of(const plan *p, int64_t j, int32_t *out) {
+  int n = 0;
+  for (int q = 0; q < p->W; q++) {
+    if (q == p->me || p->row0[q + 1] == p->row0[q]) continue;
+    int64_t jf = p->a[q] / p->Bm, jl = (p->a[q] + p->s[q] - 1) / p->Bm;
+    if (jf == j) out[n++] = 2 * q;
+    if (jl == j) out[n++] = 2 * q + 1;
+  }
+  return n;
+}
+
+/* the checks of bc_all_gather before any communication (the plan included) */
+static bc_status gather_checks(bc_ctx *ctx, const char *fn, bc_comm *comm, const bc_tensor *x, const int64_t *rows,
+                               bc_qtensor *out, plan *p, int64_t *ld) {
+  if (!x || !rows || !out) return bci_fail(ctx, BC_ERR_ARG, "%s: argument '%s' is NULL", fn, !x ? "x" : !rows ? "rows" : "out");
+  bc_status s = bci_check_format(ctx, out->format, "out->format");
+  if (s != BC_OK) return s;
+  if (out->stochastic_rounding)
+    return bci_fail(ctx, BC_ERR_UNSUPPORTED, "%s: out->stochastic_rounding is set; the all-gather rounds to nearest (quantize "
+                    "locally with bc_quantize and gather with your framework for stochastic rounding)", fn);
+  if (!out->rowwise_data && !out->columnwise_data)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: out has no direction (rowwise_data and columnwise_data are NULL); set the buffers of the "
+                    "directions to gather", fn);
+  if ((s = make_plan(ctx, fn, comm, rows, out, p)) != BC_OK) return s;
+  const int me = p->me;
+  const int64_t m = rows[me];
+  if (x->rows != m || x->cols != out->cols)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: x is [%lld, %lld] but rank %d holds rows[%d] = %lld rows of a [%lld, %lld] tensor; x must be "
+                    "[rows[rank], out->cols]", fn, (long long)x->rows, (long long)x->cols, me, me, (long long)m, (long long)p->M,
+                    (long long)out->cols);
+  if (out->rows != p->M)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: out has %lld rows but the ranks' rows sum to %lld; out must be the whole [sum(rows), cols] "
+                    "tensor", fn, (long long)out->rows, (long long)p->M);
+  /* the whole output's checks, as bc_quantize_cast of a [M, K] input makes them */
+  bc_tensor xfull = { x->data, x->dtype, p->M, p->K, 0 };
+  if (!x->data) xfull.data = (void *)(uintptr_t)256; /* a rank without rows may pass none */
+  if ((s = dry_cast(ctx, &xfull, out)) != BC_OK) return s;
+  if ((s = check_amax_arg(ctx, fn, out)) != BC_OK) return s;
+  *ld = x->cols;
+  if (m > 0 && (s = bci_check_tensor(ctx, fn, "x", x, ld)) != BC_OK) return s;
+  /* every kernel of the call before any communication */
+  const bci_kernel *k;
+  char name[64];
+  if ((s = bci_kernel_get(ctx, "bc_comm_place", &k)) != BC_OK) return s;
+  snprintf(name, sizeof name, "bc_comm_stage__%s", bc_dtype_name(x->dtype));
+  if (p->exchange && (s = bci_kernel_get(ctx, name, &k)) != BC_OK) return s;
+  snprintf(name, sizeof name, "bc_comm_bamax__%s", bc_dtype_name(x->dtype));
+  if (p->exchange && (s = bci_kernel_get(ctx, name, &k)) != BC_OK) return s;
+  return BC_OK;
+}
+
+bc_status bc_all_gather(bc_ctx *ctx, bc_comm *comm, const bc_tensor *x, const int64_t *rows, bc_qtensor *out, void *stream) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  const char *fn = "bc_all_gather";
+  bc_status s = check_comm(ctx, fn, comm);
+  if (s != BC_OK) return s;
+  plan P;
+  const plan *p = &P;
+  int64_t ld = 0;
+  s = gather_checks(ctx, fn, comm, x, rows, out, &P, &ld);
+  if (s != BC_OK) return agree(ctx, comm, fn, "", s, stream);
+  const bc_format *f = out->format;
+  const int me = p->me;
+  const int64_t m = rows[me];
+  char name[64];
+  snprintf(name, sizeof name, "bc_comm_stage__%s", bc_dtype_name(x->dtype));
+  char sig[BCI_COMM_SIG];
+  snprintf(sig, sizeof sig, "%s fmt=%s cols=%lld ranks=%d rows=%016llx dirs=%d%d swizzled=%d", fn, f->name, (long long)p->K, p->W,
+           (unsigned long long)rows_hash(rows, p->W), p->want_row, p->want_col, out->scale_swizzled != 0);
+  if ((s = agree(ctx, comm, fn, sig, BC_OK, stream)) != BC_OK) return s;
+
+  /* the workspace: [R: rowwise data, when only the columnwise copy is wanted] [my slab's rowwise
+   * scales | columnwise data | columnwise scales] [gathered: all rowwise scales | all
+   * columnwise data | all columnwise scales] [stage] [partial amaxes: mine | all] */
+  size_t need_R = (p->comp_row && !p->want_row) ? (size_t)p->M * p->rb : 0;
+  size_t g_rs = sum(p, p->rs), g_cd = sum(p, p->cd), g_cs = sum(p, p->cs);
+  size_t stage = (p->exchange && m > 0) ? (size_t)p->s[me] * (size_t)p->K * bc_dtype_size(x->dtype) : 0;
+  size_t amaxb = p->exchange ? (size_t)(p->W + 1) * 2 * (size_t)p->nbc * sizeof(float) : 0;
+  /* (per-tensor formats: a scratch word for the row cast's scale_inv where out has none) */
+  size_t parts[8] = { need_R, p->rs[me] ? p->rs[me] : sizeof(float), p->cd[me], p->cs[me], g_rs, g_cd, g_cs, stage };
+  size_t at[9];
+  at[0] = 0;
+  for (int i = 0; i < 8; i++) at[i + 1] = at[i] + (parts[i] + 255) / 256 * 256;
+  /* From here on every rank enters every collective of the call whatever happened before it
+   * (a failure keeps its first message): no rank is left waiting. */
+  unsigned char *ws = NULL;
+  s = bci_ws_alloc(ctx, at[8] + amaxb, stream, (void **)&ws);
+  unsigned char *R = p->want_row ? out->rowwise_data : ws + at[0];
+  unsigned char *my_rs = ws + at[1], *my_cd = ws + at[2], *my_cs = ws + at[3];
+  unsigned char *all_rs = ws + at[4], *all_cd = ws + at[5], *all_cs = ws + at[6], *stg = ws + at[7];
+  float *pme = (float *)(ws + at[8]), *pall = pme + 2 * p->nbc;
+
+  /* 1. per-tensor and two-level formats: the amax of the whole tensor */
+  if (needs_amax(f)) {
+    if (s == BC_OK) s = m > 0 ? bci_amax(ctx, NULL, x, out->amax, stream) : bci_zero32(ctx, NULL, out->amax, 1, stream);
+    char sg[BCI_COMM_SIG];
+    snprintf(sg, sizeof sg, "%.200s [amax]", sig);
+    bc_status sr = bci_comm_allreduce_max(ctx, comm, sg, out->amax, 1, stream);
+    if (s == BC_OK) s = sr;
+    if (s == BC_OK && f->block == BC_BLOCK_TENSOR) {
+      s = bci_compute_scale(ctx, NULL, f, out->amax, out->scale, out->rowwise_scale_inv, stream);
+      if (s == BC_OK && p->want_col) s = bci_compute_scale(ctx, NULL, f, out->amax, out->scale, out->columnwise_scale_inv, stream);
+    }
+  }
+  /* 2. blocks that straddle ranks: the partial amaxes of the boundary block rows */
+  if (p->exchange) {
+    bc_status se = exchange_amax(ctx, comm, sig, s, p, x, ld, pme, pall, stream);
+    if (s == BC_OK) s = se;
+  }
+  /* 3. this rank's slab */
+  if (s == BC_OK && m > 0) {
+    bc_tensor xs = *x;
+    if (p->exchange && (p->a[me] != p->row0[me] || p->s[me] != m)) {
+      stage_parts sp;
+      memset(&sp, 0, sizeof sp);
+      const int64_t jf = p->a[me] / p->Bm, jl = (p->a[me] + p->s[me] - 1) / p->Bm;
+      int64_t pad_top = p->row0[me] - p->a[me];
+      if (pad_top > 0) sp.ntop = parts_of(p, jf, sp.top);
+      if (p->a[me] + p->s[me] > p->row0[me] + m) sp.nbot = parts_of(p, jl, sp.bot);
+      const void *in = x->data;
+      int64_t K = p->K, S = p->s[me], nbc = p->nbc, G = p->G;
+      void *o = stg;
+      const float *pa = pall;
+      bci_arg args[] = { BCI_ARG(in), BCI_ARG(ld), BCI_ARG(m), BCI_ARG(K), BCI_ARG(S), BCI_ARG(pad_top), BCI_ARG(o), BCI_ARG(pa),
+                         BCI_ARG(nbc), BCI_ARG(G), BCI_ARG(sp) };
+      s = launch_1d(ctx, name, S * K, stream, args, 11);
+      xs = (bc_tensor){ stg, x->dtype, S, K, K };
+    }
+    bc_qtensor q = { f, p->s[me], p->K, NULL, NULL, NULL, NULL, out->amax, out->scale, 0, 0, 0, 0 };
+    if (p->comp_row) {
+      q.rowwise_data = R + (size_t)p->a[me] * p->rb;
+      /* per-tensor formats: out's scale_inv, or a scratch word when only the columnwise copy is wanted */
+      q.rowwise_scale_inv = (f->block == BC_BLOCK_TENSOR && out->rowwise_scale_inv) ? out->rowwise_scale_inv : (void *)my_rs;
+    }
+    if (p->comp_col) {
+      q.columnwise_data = p->col_direct ? (unsigned char *)out->columnwise_data + (size_t)p->a[me] * p->cb : my_cd;
+      q.columnwise_scale_inv = my_cs;
+    }
+    if (s == BC_OK) s = bci_quantize_cast(ctx, NULL, &xs, &q, stream);
+  }
+  /* 4. the payload, in one group */
+  size_t off_row[BCI_PLACE_MAX_RANKS], len_row[BCI_PLACE_MAX_RANKS], off_col[BCI_PLACE_MAX_RANKS], len_col[BCI_PLACE_MAX_RANKS];
+  size_t off_rs[BCI_PLACE_MAX_RANKS], off_cd[BCI_PLACE_MAX_RANKS], off_cs[BCI_PLACE_MAX_RANKS];
+  for (int r = 0; r < p->W; r++) {
+    off_row[r] = (size_t)p->row0[r] * p->rb;
+    len_row[r] = (size_t)(p->row0[r + 1] - p->row0[r]) * p->rb;
+    off_col[r] = (size_t)p->row0[r] * p->cb;
+    len_col[r] = (size_t)(p->row0[r + 1] - p->row0[r]) * p->cb;
+  }
+  offsets(p, p->rs, off_rs);
+  offsets(p, p->cd, off_cd);
+  offsets(p, p->cs, off_cs);
+  bci_gather_job jobs[5];
+  int nj = 0;
+  if (p->comp_row) jobs[nj++] = (bci_gather_job){ R + off_row[me], R, off_row, len_row };
+  if (p->col_direct) {
+    unsigned char *C = out->columnwise_data;
+    jobs[nj++] = (bci_gather_job){ C + off_col[me], C, off_col, len_col };
+  }
+  if (g_rs) jobs[nj++] = (bci_gather_job){ my_rs, all_rs, off_rs, p->rs_send };
+  if (g_cd) jobs[nj++] = (bci_gather_job){ my_cd, all_cd, off_cd, p->cd };
+  if (g_cs) jobs[nj++] = (bci_gather_job){ my_cs, all_cs, off_cs, p->cs_send };
+  char sg[BCI_COMM_SIG];
+  snprintf(sg, sizeof sg, "%.200s [payload]", sig);
+  /* a rank that failed above still takes part (its pieces are not sent correctly, but no rank
+   * is left waiting); its own failure is what it returns */
+  bc_status sp = bci_comm_gatherv(ctx, comm, sg, nj, jobs, stream);
+  if (s == BC_OK) s = sp;
+  /* 5. assemble the outputs */
+  if (s == BC_OK && f->block != BC_BLOCK_TENSOR) {
+    psrc t;
+    if (p->want_row) {
+      slab_sources(p, p->rs, &t);
+      s = place(ctx, p, out->rowwise_scale_inv, pdir_of(f, BC_ROWWISE, 1, out->scale_swizzled), 1, all_rs,
+                pdir_of(f, BC_ROWWISE, 1, 0), &t, stream);
+    }
+    if (s == BC_OK && p->want_col && f->block == BC_BLOCK_1D) {
+      if (!p->col_direct) {
+        slab_sources(p, p->cd, &t);
+        s = place(ctx, p, out->columnwise_data, pdir_of(f, BC_COLUMNWISE, 0, 0), 0, all_cd, pdir_of(f, BC_COLUMNWISE, 0, 0), &t,
+                  stream);
+      }
+      slab_sources(p, p->cs, &t);
+      if (s == BC_OK)
+        s = place(ctx, p, out->columnwise_scale_inv, pdir_of(f, BC_COLUMNWISE, 1, out->scale_swizzled), 1, all_cs,
+                  pdir_of(f, BC_COLUMNWISE, 1, 0), &t, stream);
+    }
+    if (s == BC_OK && p->want_col && f->block == BC_BLOCK_2D) {
+      slab_sources(p, p->rs, &t);
+      s = place(ctx, p, out->columnwise_scale_inv, pdir_of(f, BC_COLUMNWISE, 1, out->scale_swizzled), 1, all_rs,
+                pdir_of(f, BC_ROWWISE, 1, 0), &t, stream);
+    }
+  }
+  if (s == BC_OK && p->derived) {
+    /* the columnwise data: the transpose of the gathered rowwise data (one source: all rows) */
+    psrc t;
+    memset(&t, 0, sizeof t);
+    t.nranks = 1;
+    t.row0[1] = p->M;
+    t.s[0] = p->M;
+    s = place(ctx, p, out->columnwise_data, pdir_of(f, BC_COLUMNWISE, 0, 0), 0, R, pdir_of(f, BC_ROWWISE, 0, 0), &t, stream);
+  }
+  bci_ws_free(ws, stream);
+  return s;
+}

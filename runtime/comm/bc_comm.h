@@ -1,0 +1,66 @@
+/* comm/bc_comm.h: collectives over a communicator (bc_comm) with two transports, NCCL
+ * (bc_nccl.c: libnccl.so.2 opened at run time) and local (bc_local.c: W ranks as threads of one
+ * process), behind the few primitives below; the algorithms (bc_collective.c: amax all-reduce,
+ * quantize with a communicator, the quantized all-gather) are written once over them. Stands on
+ * multi/, ops/, jit/, fmt/ and base/. Nothing here is public. */
+#ifndef BC_COMM_H
+#define BC_COMM_H
+
+#include "multi/bc_multi.h"
+
+#define BCI_COMM_MAX_LOCAL 64
+#define BCI_COMM_SIG 256 /* bytes of a call's signature (the agreement check) */
+
+struct bci_hub; /* bc_local.c: the rendezvous of a local communicator's ranks */
+
+struct bc_comm {
+  bc_transport transport;
+  int rank, size;
+  uint64_t collectives, bytes_sent;
+  /* NCCL (bc_nccl.c) */
+  void *nccl;    /* ncclComm_t */
+  int owns_nccl; /* made by bc_comm_create_nccl (destroyed with the bc_comm), not wrapped */
+  int check;     /* BLOCKCAST_COMM_CHECK=1 at creation: the agreement check of each call */
+  /* local (bc_local.c) */
+  struct bci_hub *hub;
+  CUcontext cu;               /* the rank's CUDA context when its events were made */
+  CUevent ready, done;        /* this rank's: its inputs are ready / its reads are done */
+};
+
+/* One piece of an all-gather: each rank r contributes len[r] bytes (this rank: `send`, device
+ * memory), which land at recv + off[r] on every rank (recv: this rank's device buffer). off and
+ * len have comm->size entries and are the same on every rank. A rank's own piece is copied too,
+ * unless send == recv + off[rank] (in place). */
+typedef struct bci_gather_job {
+  const void *send;
+  void *recv;
+  const size_t *off, *len;
+} bci_gather_job;
+
+/* ---- the primitives (bc_transport.c dispatches to the transport) ----
+ * sig: the call's signature (what every rank must agree on), NUL-terminated, < BCI_COMM_SIG.
+ * Counted here: collectives and bytes_sent (the same for both transports). */
+/* buf[0 .. n) = MAX over the ranks, in place */
+BCI_HIDDEN bc_status bci_comm_allreduce_max(bc_ctx *ctx, bc_comm *comm, const char *sig, float *buf, int64_t n, void *stream);
+/* the jobs of one call as one group (NCCL: one ncclGroupStart/End) */
+BCI_HIDDEN bc_status bci_comm_gatherv(bc_ctx *ctx, bc_comm *comm, const char *sig, int njobs, const bci_gather_job *jobs,
+                                      void *stream);
+/* the argument check of a call with no communication of its own before its first collective
+ * (local: free, at the first rendezvous; NCCL: only with comm->check) */
+BCI_HIDDEN bc_status bci_comm_check_args(bc_ctx *ctx, bc_comm *comm, const char *fn, const char *sig, void *stream);
+
+/* ---- NCCL (bc_nccl.c) ---- */
+BCI_HIDDEN bc_status bci_nccl_allreduce_max(bc_ctx *ctx, bc_comm *comm, float *buf, int64_t n, void *stream);
+BCI_HIDDEN bc_status bci_nccl_gatherv(bc_ctx *ctx, bc_comm *comm, int njobs, const bci_gather_job *jobs, void *stream);
+/* all-gather of the signatures and comparison (synchronizes the stream) */
+BCI_HIDDEN bc_status bci_nccl_check(bc_ctx *ctx, bc_comm *comm, const char *fn, const char *sig, void *stream);
+BCI_HIDDEN void bci_nccl_destroy(bc_comm *comm);
+
+/* ---- local (bc_local.c) ---- */
+BCI_HIDDEN bc_status bci_local_allreduce_max(bc_ctx *ctx, bc_comm *comm, const char *sig, float *buf, int64_t n, void *stream);
+BCI_HIDDEN bc_status bci_local_gatherv(bc_ctx *ctx, bc_comm *comm, const char *sig, int njobs, const bci_gather_job *jobs,
+                                       void *stream);
+BCI_HIDDEN bc_status bci_local_check(bc_ctx *ctx, bc_comm *comm, const char *fn, const char *sig);
+BCI_HIDDEN void bci_local_destroy(bc_comm *comm);
+
+#endif

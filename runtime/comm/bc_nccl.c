@@ -1,0 +1,489 @@
+/* comm/bc_nccl.c: the NCCL transport. libnccl.so.2 is opened at run time (once per process), so
+ * the library loads, and everything but NCCL communicators works, on a machine without it; what
+ * needs it then returns BC_ERR_UNAVAILABLE saying what was tried. Also the communicator ids
+ * (bc_comm_id: ncclUniqueId, as hex), the bootstrap without MPI, and the NCCL side of the
+ * primitives of bc_comm.h. Counting is bc_transport.c's. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <nccl.h>
+
+#include "comm/bc_comm.h"
+
+_Static_assert(sizeof(ncclUniqueId) == BC_COMM_ID_BYTES, "bc_comm_id must hold an ncclUniqueId");
+
+/* ---- libnccl.so.2, opened at run time ---- */
+
+static struct {
+  __typeof__(ncclGetVersion) *GetVersion;
+  __typeof__(ncclGetUniqueId) *GetUniqueId;
+  __typeof__(ncclCommInitRank) *CommInitRank;
+  __typeof__(ncclCommDestroy) *CommDestroy;
+  __typeof__(ncclCommCount) *CommCount;
+  __typeof__(ncclCommUserRank) *CommUserRank;
+  __typeof__(ncclAllReduce) *AllReduce;
+  __typeof__(ncclAllGather) *AllGather;
+  __typeof__(ncclBroadcast) *Broadcast;
+  __typeof__(ncclGroupStart) *GroupStart;
+  __typeof__(ncclGroupEnd) *GroupEnd;
+  __typeof__(ncclGetErrorString) *GetErrorString;
+  __typeof__(ncclGetLastError) *GetLastError;
+} nccl;
+
+static pthread_once_t nccl_once = PTHREAD_ONCE_INIT;
+static char nccl_err[2048];
+static int nccl_ok;
+
+/* try one path; on failure append it and dlerror's reason to `tried` */
+static void *nccl_open(const char *path, char *tried, size_t cap) {
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char *why = dlerror(); /* names the path */
+    size_t n = strlen(tried);
+    if (why) snprintf(tried + n, cap - n, "%s%s", n ? "; " : "", why);
+    else snprintf(tried + n, cap - n, "%s%s: not found", n ? "; " : "", path);
+  }
+  return h;
+}
+
+static void load_nccl(void) {
+  char tried[1600] = "";
+  void *h = NULL;
+  const char *own = getenv("BLOCKCAST_NCCL_LIBRARY");
+  if (own && *own) h = nccl_open(own, tried, sizeof tried);
+  if (!h) h = nccl_open("libnccl.so.2", tried, sizeof tried);
+  const char *dirs[] = { getenv("CUDA_HOME"), "/usr/local/cuda" };
+  const char *subs[] = { "lib64", "lib", "targets/x86_64-linux/lib" };
+  for (size_t d = 0; d < 2 && !h; d++) {
+    if (!dirs[d] || !*dirs[d] || (d == 1 && dirs[0] && strcmp(dirs[0], dirs[1]) == 0)) continue;
+    for (size_t s = 0; s < 3 && !h; s++) {
+      char p[1024];
+      snprintf(p, sizeof p, "%s/%s/libnccl.so.2", dirs[d], subs[s]);
+      h = nccl_open(p, tried, sizeof tried);
+    }
+  }
+  if (!h) h = nccl_open("/usr/lib/x86_64-linux-gnu/libnccl.so.2", tried, sizeof tried);
+  if (!h) {
+    snprintf(nccl_err, sizeof nccl_err,
+             "NCCL (libnccl.so.2) could not be opened: %s; install NCCL 2 (e.g. the libnccl2 package or pip's "
+             "nvidia-nccl-cu12) or set BLOCKCAST_NCCL_LIBRARY to the library's path; the local transport "
+             "(bc_comm_create_local) needs no NCCL",
+             tried);
+    return;
+  }
+#define SYM(field, name)                                                                                          \
+  do {                                                                                                            \
+    void *p_ = dlsym(h, name);                                                                                    \
+    if (!p_) {                                                                                                    \
+      snprintf(nccl_err, sizeof nccl_err, "the NCCL library that was opened lacks %s, which blockcast calls; install a newer NCCL 2", \
+               name);                                                                                             \
+      return;                                                                                                     \
+    }                                                                                                             \
+    memcpy(&nccl.field, &p_, sizeof p_);                                                                          \
+  } while (0)
+  SYM(GetVersion, "ncclGetVersion");
+  SYM(GetUniqueId, "ncclGetUniqueId");
+  SYM(CommInitRank, "ncclCommInitRank");
+  SYM(CommDestroy, "ncclCommDestroy");
+  SYM(CommCount, "ncclCommCount");
+  SYM(CommUserRank, "ncclCommUserRank");
+  SYM(AllReduce, "ncclAllReduce");
+  SYM(AllGather, "ncclAllGather");
+  SYM(Broadcast, "ncclBroadcast");
+  SYM(GroupStart, "ncclGroupStart");
+  SYM(GroupEnd, "ncclGroupEnd");
+  SYM(GetErrorString, "ncclGetErrorString");
+  SYM(GetLastError, "ncclGetLastError");
+#undef SYM
+  int v = 0;
+  if (nccl.GetVersion(&v) != ncclSuccess || v < 20000) {
+    snprintf(nccl_err, sizeof nccl_err, "the NCCL library that was opened reports version %d; blockcast needs NCCL 2", v);
+    return;
+  }
+  nccl_ok = 1;
+}
+
+static bc_status nccl_load(bc_ctx *ctx) {
+  pthread_once(&nccl_once, load_nccl);
+  if (!nccl_ok) return bci_fail(ctx, BC_ERR_UNAVAILABLE, "%s", nccl_err);
+  return BC_OK;
+}
+
+/* A failed NCCL call: BC_ERR_NCCL with the call, NCCL's error and its last message. */
+static bc_status nccl_fail(bc_ctx *ctx, void *comm, const char *call, ncclResult_t r) {
+  const char *what = nccl.GetErrorString ? nccl.GetErrorString(r) : "?";
+  const char *last = nccl.GetLastError ? nccl.GetLastError((ncclComm_t)comm) : NULL;
+  int more = last && *last;
+  return bci_fail(ctx, BC_ERR_NCCL, "%s failed: %s (%d)%s%s", call, what ? what : "?", (int)r, more ? ": " : "",
+                  more ? last : "");
+}
+
+#define BCI_NCCL(ctx, comm, call)                                         \
+  do {                                                                    \
+    ncclResult_t bci_r_ = (call);                                         \
+    if (bci_r_ != ncclSuccess) return nccl_fail((ctx), (comm), #call, bci_r_); \
+  } while (0)
+
+/* the GOTO twin: the status into s, then `goto fail` */
+#define BCI_NCCL_GOTO(ctx, comm, s, call)                                 \
+  do {                                                                    \
+    ncclResult_t bci_r_ = (call);                                         \
+    if (bci_r_ != ncclSuccess) {                                          \
+      (s) = nccl_fail((ctx), (comm), #call, bci_r_);                      \
+      goto fail;                                                          \
+    }                                                                     \
+  } while (0)
+
+/* ---- ids ---- */
+
+bc_status bc_comm_id_create(bc_ctx *ctx, bc_comm_id *id) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  if (!id) return bci_fail(ctx, BC_ERR_ARG, "bc_comm_id_create: 'id' is NULL; expected a bc_comm_id to fill");
+  memset(id, 0, sizeof *id);
+  bc_status s = nccl_load(ctx);
+  if (s != BC_OK) return s;
+  ncclUniqueId u;
+  BCI_NCCL(ctx, NULL, nccl.GetUniqueId(&u));
+  memcpy(id->bytes, u.internal, BC_COMM_ID_BYTES);
+  return BC_OK;
+}
+
+static void id_hex(const bc_comm_id *id, char out[2 * BC_COMM_ID_BYTES + 1]) {
+  static const char digit[] = "0123456789abcdef";
+  for (int i = 0; i < BC_COMM_ID_BYTES; i++) {
+    out[2 * i] = digit[id->bytes[i] >> 4];
+    out[2 * i + 1] = digit[id->bytes[i] & 15];
+  }
+  out[2 * BC_COMM_ID_BYTES] = 0;
+}
+
+bc_status bc_comm_id_to_string(bc_ctx *ctx, const bc_comm_id *id, char out[2 * BC_COMM_ID_BYTES + 1]) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  if (!id) return bci_fail(ctx, BC_ERR_ARG, "bc_comm_id_to_string: 'id' is NULL; expected a bc_comm_id");
+  if (!out)
+    return bci_fail(ctx, BC_ERR_ARG, "bc_comm_id_to_string: 'out' is NULL; expected a buffer of %d chars",
+                    2 * BC_COMM_ID_BYTES + 1);
+  id_hex(id, out);
+  return BC_OK;
+}
+
+static int hex_value(int c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/* "'x'" for a printable character, else "0xNN" */
+static const char *char_desc(int c, char buf[16]) {
+  if (c > 32 && c < 127) snprintf(buf, 16, "'%c'", c);
+  else snprintf(buf, 16, "0x%02x", (unsigned)(unsigned char)c);
+  return buf;
+}
+
+/* Parse without touching ctx's message on success; on failure the message starts with `what`
+ * (what was parsed: "hex", "$NAME", "file X"). */
+static bc_status id_parse(bc_ctx *ctx, const char *fn, const char *what, const char *hex, bc_comm_id *id) {
+  const int want = 2 * BC_COMM_ID_BYTES;
+  int n = 0;
+  while (n <= want && hex[n] && hex_value((unsigned char)hex[n]) >= 0) n++;
+  char cd[16];
+  if (n < want && hex[n])
+    return bci_fail(ctx, BC_ERR_ARG, "%s: %s: character %d is %s, not a hex digit; expected exactly %d hex digits (a bc_comm_id, as bc_comm_id_to_string or `blockcast comm-id` writes it)",
+                    fn, what, n, char_desc((unsigned char)hex[n], cd), want);
+  if (n < want)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: %s has length %d; expected exactly %d hex digits (a bc_comm_id, as bc_comm_id_to_string or `blockcast comm-id` writes it)",
+                    fn, what, n, want);
+  if (hex[want])
+    return bci_fail(ctx, BC_ERR_ARG, "%s: %s is longer than %d characters (character %d is %s); expected exactly %d hex digits",
+                    fn, what, want, want, char_desc((unsigned char)hex[want], cd), want);
+  for (int i = 0; i < BC_COMM_ID_BYTES; i++)
+    id->bytes[i] = (unsigned char)(hex_value((unsigned char)hex[2 * i]) << 4 | hex_value((unsigned char)hex[2 * i + 1]));
+  return BC_OK;
+}
+
+bc_status bc_comm_id_from_string(bc_ctx *ctx, const char *hex, bc_comm_id *id) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  if (!hex) return bci_fail(ctx, BC_ERR_ARG, "bc_comm_id_from_string: 'hex' is NULL; expected %d hex digits", 2 * BC_COMM_ID_BYTES);
+  if (!id) return bci_fail(ctx, BC_ERR_ARG, "bc_comm_id_from_string: 'id' is NULL; expected a bc_comm_id to fill");
+  return id_parse(ctx, "bc_comm_id_from_string", "hex", hex, id);
+}
+
+/* ---- communicators ---- */
+
+static int comm_check_env(void) {
+  const char *e = getenv("BLOCKCAST_COMM_CHECK");
+  return e && strcmp(e, "1") == 0;
+}
+
+static bc_status rank_args(bc_ctx *ctx, const char *fn, int nranks, int rank) {
+  if (nranks < 1) return bci_fail(ctx, BC_ERR_ARG, "%s: nranks is %d; expected at least 1", fn, nranks);
+  if (rank < 0 || rank >= nranks)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: rank is %d; expected 0 <= rank < nranks (%d)", fn, rank, nranks);
+  return BC_OK;
+}
+
+bc_status bc_comm_create_nccl(bc_ctx *ctx, const bc_comm_id *id, int nranks, int rank, bc_comm **out) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  if (!out) return bci_fail(ctx, BC_ERR_ARG, "bc_comm_create_nccl: 'out' is NULL; expected a bc_comm * to fill");
+  *out = NULL;
+  if (!id) return bci_fail(ctx, BC_ERR_ARG, "bc_comm_create_nccl: 'id' is NULL; expected the bc_comm_id made by one rank (bc_comm_id_create)");
+  bc_status s = rank_args(ctx, "bc_comm_create_nccl", nranks, rank);
+  if (s != BC_OK) return s;
+  if ((s = nccl_load(ctx)) != BC_OK) return s;
+  char arch[16];
+  if ((s = bci_cuda_device(ctx, arch, NULL)) != BC_OK) return s;
+  bc_comm *c = calloc(1, sizeof *c);
+  if (!c) return bci_fail(ctx, BC_ERR_NOMEM, "bc_comm_create_nccl: out of host memory");
+  ncclUniqueId u;
+  memcpy(u.internal, id->bytes, BC_COMM_ID_BYTES);
+  ncclComm_t nc = NULL;
+  ncclResult_t r = nccl.CommInitRank(&nc, nranks, u, rank);
+  if (r != ncclSuccess) {
+    free(c);
+    return nccl_fail(ctx, NULL, "bc_comm_create_nccl: ncclCommInitRank", r);
+  }
+  c->transport = BC_TRANSPORT_NCCL;
+  c->rank = rank;
+  c->size = nranks;
+  c->nccl = nc;
+  c->owns_nccl = 1;
+  c->check = comm_check_env();
+  *out = c;
+  return BC_OK;
+}
+
+bc_status bc_comm_wrap_nccl(bc_ctx *ctx, void *nccl_comm, bc_comm **out) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  if (!out) return bci_fail(ctx, BC_ERR_ARG, "bc_comm_wrap_nccl: 'out' is NULL; expected a bc_comm * to fill");
+  *out = NULL;
+  if (!nccl_comm) return bci_fail(ctx, BC_ERR_ARG, "bc_comm_wrap_nccl: 'nccl_comm' is NULL; expected an initialized ncclComm_t");
+  bc_status s = nccl_load(ctx);
+  if (s != BC_OK) return s;
+  if ((s = bci_cuda_load(ctx)) != BC_OK) return s; /* the primitives use the driver's entry points */
+  ncclComm_t nc = (ncclComm_t)nccl_comm;
+  int size = 0, rank = 0;
+  BCI_NCCL(ctx, nc, nccl.CommCount(nc, &size));
+  BCI_NCCL(ctx, nc, nccl.CommUserRank(nc, &rank));
+  bc_comm *c = calloc(1, sizeof *c);
+  if (!c) return bci_fail(ctx, BC_ERR_NOMEM, "bc_comm_wrap_nccl: out of host memory");
+  c->transport = BC_TRANSPORT_NCCL;
+  c->rank = rank;
+  c->size = size;
+  c->nccl = nc;
+  c->owns_nccl = 0;
+  c->check = comm_check_env();
+  *out = c;
+  return BC_OK;
+}
+
+/* ---- bootstrap ----
+ * "env:NAME": every rank reads the id from $NAME. A file path: rank 0 makes an id and writes its
+ * hex there (temp file + rename, so a reader never sees a torn file); the others poll every
+ * 10 ms until the file holds an id or timeout_s passes. A file left by an earlier run is read as
+ * this run's id by any rank that looks before rank 0 replaces it, and those ranks then wait in
+ * ncclCommInitRank for a rendezvous that never comes: the launcher must remove the file before
+ * starting the ranks (or use a fresh path per run, e.g. one naming the job id). */
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* 1: the file holds an id (in *id); 0: not there yet; -1: there but not an id (reason in why) */
+static int read_id_file(const char *path, bc_comm_id *id, char *why, size_t why_cap) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    if (errno == ENOENT) return 0;
+    snprintf(why, why_cap, "cannot open it: %s", strerror(errno));
+    return -1;
+  }
+  char buf[2 * BC_COMM_ID_BYTES + 64];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t')) buf[--n] = 0;
+  if (n != 2 * BC_COMM_ID_BYTES || strlen(buf) != n) {
+    snprintf(why, why_cap, "it holds %zu bytes, not the %d hex digits of an id", n, 2 * BC_COMM_ID_BYTES);
+    return -1;
+  }
+  for (size_t i = 0; i < n; i++)
+    if (hex_value((unsigned char)buf[i]) < 0) {
+      snprintf(why, why_cap, "byte %zu is not a hex digit", i);
+      return -1;
+    }
+  for (int i = 0; i < BC_COMM_ID_BYTES; i++)
+    id->bytes[i] = (unsigned char)(hex_value((unsigned char)buf[2 * i]) << 4 | hex_value((unsigned char)buf[2 * i + 1]));
+  return 1;
+}
+
+bc_status bc_comm_bootstrap(bc_ctx *ctx, const char *where, int nranks, int rank, double timeout_s, bc_comm **out) {
+  static const char *fn = "bc_comm_bootstrap";
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  if (!out) return bci_fail(ctx, BC_ERR_ARG, "%s: 'out' is NULL; expected a bc_comm * to fill", fn);
+  *out = NULL;
+  if (!where || !*where)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: 'where' is %s; expected \"env:NAME\" or a file path", fn, where ? "empty" : "NULL");
+  bc_status s = rank_args(ctx, fn, nranks, rank);
+  if (s != BC_OK) return s;
+  if (!(timeout_s >= 0) || isinf(timeout_s))
+    return bci_fail(ctx, BC_ERR_ARG, "%s: timeout_s is %g; expected a finite number of seconds >= 0", fn, timeout_s);
+  bc_comm_id id;
+  if (strncmp(where, "env:", 4) == 0) {
+    const char *name = where + 4;
+    if (!*name) return bci_fail(ctx, BC_ERR_ARG, "%s: 'where' is \"env:\" with no variable name; expected \"env:NAME\"", fn);
+    const char *hex = getenv(name);
+    if (!hex)
+      return bci_fail(ctx, BC_ERR_ARG, "%s: environment variable %s is not set; expected the id's %d hex digits in it (e.g. export %s=$(blockcast comm-id) before starting the ranks)",
+                      fn, name, 2 * BC_COMM_ID_BYTES, name);
+    char what[300];
+    snprintf(what, sizeof what, "environment variable %.200s", name);
+    if ((s = id_parse(ctx, fn, what, hex, &id)) != BC_OK) return s;
+  } else if (rank == 0) {
+    /* the id first: its failure (no NCCL) leaves no file for the others to trust */
+    if ((s = bc_comm_id_create(ctx, &id)) != BC_OK) return s;
+    char hex[2 * BC_COMM_ID_BYTES + 2];
+    id_hex(&id, hex);
+    hex[2 * BC_COMM_ID_BYTES] = '\n';
+    if (bci_write_atomic(where, hex, 2 * BC_COMM_ID_BYTES + 1, NULL, 0) != 0)
+      return bci_fail(ctx, BC_ERR_ARG, "%s: cannot write the id to '%s': %s; expected a writable path that every rank can read",
+                      fn, where, strerror(errno));
+  } else {
+    double end = now_s() + timeout_s;
+    char why[160] = "";
+    for (;;) {
+      int got = read_id_file(where, &id, why, sizeof why);
+      if (got == 1) break;
+      if (now_s() >= end) {
+        if (got < 0)
+          return bci_fail(ctx, BC_ERR_UNAVAILABLE, "%s: rank %d: '%s' is not an id after %g s (%s); rank 0 writes it (remove a file left by another run before starting the ranks)",
+                          fn, rank, where, timeout_s, why);
+        return bci_fail(ctx, BC_ERR_UNAVAILABLE, "%s: rank %d: '%s' did not appear within %g s; rank 0 writes it there: start rank 0 with the same path, or give a longer timeout_s",
+                        fn, rank, where, timeout_s);
+      }
+      struct timespec ten_ms = { 0, 10 * 1000 * 1000 };
+      nanosleep(&ten_ms, NULL);
+    }
+  }
+  return bc_comm_create_nccl(ctx, &id, nranks, rank, out);
+}
+
+/* ---- the primitives ---- */
+
+bc_status bci_nccl_allreduce_max(bc_ctx *ctx, bc_comm *comm, float *buf, int64_t n, void *stream) {
+  if (n <= 0) return BC_OK;
+  ncclComm_t nc = (ncclComm_t)comm->nccl;
+  BCI_NCCL(ctx, nc, nccl.AllReduce(buf, buf, (size_t)n, ncclFloat32, ncclMax, nc, (cudaStream_t)stream));
+  return BC_OK;
+}
+
+/* one all-gather when the pieces are equal and laid out back to back, else a broadcast per rank */
+static int gather_uniform(const bc_comm *comm, const bci_gather_job *j) {
+  size_t L = j->len[0];
+  if (L == 0) return 0;
+  for (int r = 1; r < comm->size; r++)
+    if (j->len[r] != L || j->off[r] != j->off[0] + (size_t)r * L) return 0;
+  return 1;
+}
+
+bc_status bci_nccl_gatherv(bc_ctx *ctx, bc_comm *comm, int njobs, const bci_gather_job *jobs, void *stream) {
+  ncclComm_t nc = (ncclComm_t)comm->nccl;
+  cudaStream_t st = (cudaStream_t)stream;
+  int any = 0;
+  for (int i = 0; i < njobs && !any; i++)
+    for (int r = 0; r < comm->size && !any; r++) any = jobs[i].len[r] > 0;
+  if (!any) return BC_OK;
+  bc_status s = BC_OK;
+  BCI_NCCL(ctx, nc, nccl.GroupStart());
+  for (int i = 0; i < njobs; i++) {
+    const bci_gather_job *j = &jobs[i];
+    unsigned char *recv = j->recv;
+    if (gather_uniform(comm, j)) {
+      BCI_NCCL_GOTO(ctx, nc, s, nccl.AllGather(j->send, recv + j->off[0], j->len[0], ncclUint8, nc, st));
+      continue;
+    }
+    for (int r = 0; r < comm->size; r++) {
+      if (!j->len[r]) continue;
+      /* the send buffer is read on the root only; the others pass their own receive piece */
+      const void *send = r == comm->rank ? j->send : recv + j->off[r];
+      BCI_NCCL_GOTO(ctx, nc, s, nccl.Broadcast(send, recv + j->off[r], j->len[r], ncclUint8, r, nc, st));
+    }
+  }
+  BCI_NCCL(ctx, nc, nccl.GroupEnd());
+  return BC_OK;
+fail:
+  nccl.GroupEnd(); /* a group must be closed even when a call in it failed; the first error is reported */
+  return s;
+}
+
+/* a failed driver call of the check, as BCI_CU words it */
+static bc_status cu_fail(bc_ctx *ctx, const char *call, CUresult r) {
+  const char *n = "?", *m = "?";
+  if (bci_cu.GetErrorName) bci_cu.GetErrorName(r, &n);
+  if (bci_cu.GetErrorString) bci_cu.GetErrorString(r, &m);
+  return bci_fail(ctx, BC_ERR_CUDA, "%s failed: %s (%d): %s", call, n, (int)r, m);
+}
+
+#define CU_GOTO(call)                                    \
+  do {                                                   \
+    CUresult r_ = (call);                                \
+    if (r_ != CUDA_SUCCESS) {                            \
+      s = cu_fail(ctx, #call, r_);                       \
+      goto fail;                                         \
+    }                                                    \
+  } while (0)
+
+bc_status bci_nccl_check(bc_ctx *ctx, bc_comm *comm, const char *fn, const char *sig, void *stream) {
+  bc_status s = bci_cuda_load(ctx);
+  if (s != BC_OK) return s;
+  ncclComm_t nc = (ncclComm_t)comm->nccl;
+  CUstream st = (CUstream)stream;
+  size_t total = (size_t)comm->size * BCI_COMM_SIG;
+  char mine[BCI_COMM_SIG] = { 0 }; /* zero-padded: every rank sends BCI_COMM_SIG bytes */
+  size_t sl = strlen(sig);
+  memcpy(mine, sig, sl < BCI_COMM_SIG - 1 ? sl : BCI_COMM_SIG - 1);
+  char *all = malloc(total);
+  if (!all) return bci_fail(ctx, BC_ERR_NOMEM, "%s: out of host memory for the agreement check (%zu bytes)", fn, total);
+  CUdeviceptr d = 0;
+  CU_GOTO(bci_cu.MemAllocAsync(&d, total, st));
+  CUdeviceptr dmine = d + (CUdeviceptr)comm->rank * BCI_COMM_SIG;
+  CU_GOTO(bci_cu.MemcpyHtoDAsync(dmine, mine, BCI_COMM_SIG, st));
+  BCI_NCCL_GOTO(ctx, nc, s, nccl.AllGather((const void *)(uintptr_t)dmine, (void *)(uintptr_t)d, BCI_COMM_SIG, ncclUint8, nc, (cudaStream_t)st));
+  CU_GOTO(bci_cu.MemcpyDtoHAsync(all, d, total, st));
+  CU_GOTO(bci_cu.StreamSynchronize(st));
+  bci_cu.MemFreeAsync(d, st);
+  d = 0;
+  for (int q = 0; q < comm->size; q++) {
+    char *other = all + (size_t)q * BCI_COMM_SIG;
+    other[BCI_COMM_SIG - 1] = 0;
+    if (strcmp(other, mine) != 0) {
+      s = bci_fail(ctx, BC_ERR_ARG, "%s: rank %d called with %s but rank %d with %s; every rank must make the same call with agreeing arguments",
+                   fn, comm->rank, mine, q, other);
+      break;
+    }
+  }
+  free(all);
+  return s;
+fail:
+  if (d) bci_cu.MemFreeAsync(d, st);
+  free(all);
+  return s;
+}
+#undef CU_GOTO
+
+void bci_nccl_destroy(bc_comm *comm) {
+  if (!comm || !comm->nccl) return;
+  if (comm->owns_nccl && nccl.CommDestroy) nccl.CommDestroy((ncclComm_t)comm->nccl);
+  comm->nccl = NULL;
+}

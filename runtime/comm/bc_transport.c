@@ -1,0 +1,41 @@
+/* comm/bc_transport.c: the primitives the collectives are written over, dispatched to the
+ * communicator's transport (bc_nccl.c, bc_local.c), with what every transport shares: the
+ * counts of collectives and bytes sent (the same for both, so a test on the local transport
+ * predicts NCCL's traffic), bc_comm_get_info and bc_comm_destroy. */
+#include <stdlib.h>
+
+#include "comm/bc_comm.h"
+
+bc_status bci_comm_allreduce_max(bc_ctx *ctx, bc_comm *comm, const char *sig, float *buf, int64_t n, void *stream) {
+  comm->collectives++;
+  comm->bytes_sent += (uint64_t)n * sizeof(float);
+  if (comm->transport == BC_TRANSPORT_LOCAL) return bci_local_allreduce_max(ctx, comm, sig, buf, n, stream);
+  return bci_nccl_allreduce_max(ctx, comm, buf, n, stream);
+}
+
+bc_status bci_comm_gatherv(bc_ctx *ctx, bc_comm *comm, const char *sig, int njobs, const bci_gather_job *jobs, void *stream) {
+  comm->collectives++;
+  for (int j = 0; j < njobs; j++) comm->bytes_sent += jobs[j].len[comm->rank];
+  if (comm->transport == BC_TRANSPORT_LOCAL) return bci_local_gatherv(ctx, comm, sig, njobs, jobs, stream);
+  return bci_nccl_gatherv(ctx, comm, njobs, jobs, stream);
+}
+
+bc_status bci_comm_check_args(bc_ctx *ctx, bc_comm *comm, const char *fn, const char *sig, void *stream) {
+  if (comm->transport == BC_TRANSPORT_LOCAL) return bci_local_check(ctx, comm, fn, sig);
+  return comm->check ? bci_nccl_check(ctx, comm, fn, sig, stream) : BC_OK;
+}
+
+bc_status bc_comm_get_info(bc_ctx *ctx, const bc_comm *comm, bc_comm_info *out) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  if (!comm || !out) return bci_fail(ctx, BC_ERR_ARG, "bc_comm_get_info: argument '%s' is NULL", comm ? "out" : "comm");
+  *out = (bc_comm_info){ comm->transport, comm->rank, comm->size, comm->collectives, comm->bytes_sent };
+  return BC_OK;
+}
+
+void bc_comm_destroy(bc_comm *comm) {
+  if (!comm) return;
+  if (comm->transport == BC_TRANSPORT_LOCAL) bci_local_destroy(comm);
+  else bci_nccl_destroy(comm);
+  free(comm);
+}
