@@ -25,6 +25,12 @@
 #include "testdata.h"
 
 static bc_ctx *ctx;
+static int log_count;
+static char log_first[1024];
+static void on_log(void *user, bc_log_level level, const char *msg) {
+  (void)user;
+  if (level == BC_LOG_WARN && log_count++ == 0) snprintf(log_first, sizeof log_first, "%s", msg);
+}
 
 typedef struct gcase {
   const bc_format *f;
@@ -111,13 +117,55 @@ static int same_bufs(const gcase *c, const buf4 *g, const buf4 *r, int rank) {
 
 /* ---- the README's formula of the bytes a rank sends ---- */
 
+static uint64_t expected_bytes_hp(const gcase *c, int r);
+
 /* a scale buffer up to its last valid entry */
 static size_t scale_prefix(const bc_qlayout *l) {
   if (!l->scale_valid_rows || !l->scale_valid_cols) return 0;
   return ((size_t)(l->scale_valid_rows - 1) * (size_t)l->scale_cols + (size_t)l->scale_valid_cols) * l->scale_elem_bytes;
 }
 
-static uint64_t expected_bytes(const gcase *c, int r) {
+static int straddles(const gcase *c) {
+  const bc_format_info *in = &c->info;
+  int64_t Bm = in->block == BC_BLOCK_2D ? in->block_rows : (in->block == BC_BLOCK_1D && (c->dirs & 2) ? in->block_cols : 1);
+  int64_t r0 = 0;
+  for (int q = 0; q < c->W; q++) {
+    int64_t m = c->rows[q];
+    if (m && (r0 % Bm || ((r0 + m) % Bm && r0 + m != c->M))) return 1;
+    r0 += m;
+  }
+  return 0;
+}
+
+static uint64_t expected_bytes(const gcase *c, int r, int quant_in) {
+  if (quant_in && !straddles(c)) {
+    /* the pieces as they are: data, and xq's scales (whole when swizzled) */
+    const bc_format_info *in = &c->info;
+    int64_t m = c->rows[r];
+    if (!m) return 0;
+    int want_row = c->dirs & 1, want_col = c->dirs & 2;
+    int tensor = in->block == BC_BLOCK_TENSOR, twod = in->block == BC_BLOCK_2D, oned = in->block == BC_BLOCK_1D;
+    size_t rowbytes = (size_t)(c->K * in->element_bits / 8);
+    uint64_t b = 0;
+    bc_qlayout l;
+    if (want_row || ((tensor || twod) && want_col)) {
+      b += (uint64_t)m * rowbytes;
+      if (!tensor) {
+        bc_qtensor_layout(ctx, c->f, m, c->K, BC_ROWWISE, c->swz, &l);
+        b += c->swz ? l.scale_bytes : scale_prefix(&l);
+      }
+    }
+    if (oned && want_col) {
+      bc_qtensor_layout(ctx, c->f, m, c->K, BC_COLUMNWISE, c->swz, &l);
+      b += in->columnwise_transposed ? l.data_bytes : (uint64_t)m * rowbytes;
+      b += c->swz ? l.scale_bytes : scale_prefix(&l);
+    }
+    return b;
+  }
+  return expected_bytes_hp(c, r);
+}
+
+static uint64_t expected_bytes_hp(const gcase *c, int r) {
   const bc_format_info *in = &c->info;
   int want_row = c->dirs & 1, want_col = c->dirs & 2;
   int tensor = in->block == BC_BLOCK_TENSOR, twod = in->block == BC_BLOCK_2D, oned = in->block == BC_BLOCK_1D;
@@ -159,7 +207,7 @@ static uint64_t expected_bytes(const gcase *c, int r) {
 
 /* ---- ranks as threads ---- */
 
-typedef enum op { OP_GATHER, OP_QCOMM } op;
+typedef enum op { OP_GATHER, OP_QCOMM, OP_GATHER_Q } op;
 
 typedef struct rank_arg {
   int rank;
@@ -168,6 +216,7 @@ typedef struct rank_arg {
   const int64_t *rows;
   bc_tensor x;
   bc_qtensor q;
+  bc_qtensor xq;         /* OP_GATHER_Q: x quantized by bc_quantize_comm, then gathered */
   cudaStream_t st;
   int hold_ms;           /* a host function holding the stream first */
   bc_status status;
@@ -190,11 +239,20 @@ static void *rank_main(void *p) {
   rank_arg *a = p;
   cudaSetDevice(0);
   bc_comm_info i0, i1;
+  if (a->what == OP_GATHER_Q) {
+    a->status = bc_quantize_comm(ctx, a->comm, &a->x, &a->xq, a->st);
+    if (a->status != BC_OK) {
+      snprintf(a->err, sizeof a->err, "bc_quantize_comm: %s", bc_last_error(ctx));
+      CK(cudaStreamSynchronize(a->st));
+      return NULL;
+    }
+  }
   bc_comm_get_info(ctx, a->comm, &i0);
   if (a->hold_ms) CK(cudaLaunchHostFunc(a->st, sleeper, (void *)(uintptr_t)a->hold_ms));
   double t0 = now_ms();
   a->status = a->what == OP_GATHER ? bc_all_gather(ctx, a->comm, &a->x, a->rows, &a->q, a->st)
-                                   : bc_quantize_comm(ctx, a->comm, &a->x, &a->q, a->st);
+              : a->what == OP_GATHER_Q ? bc_all_gather_quantized(ctx, a->comm, &a->xq, a->rows, &a->q, a->st)
+                                       : bc_quantize_comm(ctx, a->comm, &a->x, &a->q, a->st);
   a->call_ms = now_ms() - t0;
   a->busy_after = cudaStreamQuery(a->st) == cudaErrorNotReady;
   snprintf(a->err, sizeof a->err, "%s", a->status == BC_OK ? "" : bc_last_error(ctx));
@@ -239,7 +297,26 @@ static void *full_input(const gcase *c) {
 }
 
 /* one all-gather case over comms (local or NCCL); returns 1 when every rank is exact */
-static int gather_case(gcase *c, bc_comm **comms, int hold_ms, const char *tag) {
+/* rank r's rows quantized on their own: the directions the gather takes from them, and the
+ * rowwise one (what the exact path dequantizes when blocks straddle ranks); a rank with an odd
+ * number of rows has no 4-bit columnwise data of its own */
+static void xq_alloc(const gcase *c, int64_t m, buf4 *b) {
+  gcase l = *c;
+  l.M = m;
+  l.dirs = c->info.block == BC_BLOCK_1D ? (c->dirs | 1) : 1;
+  if (c->info.element_bits == 4 && m % 2) l.dirs = 1;
+  memset(b, 0, sizeof *b);
+  if (m) buf_alloc(&l, b, 0xA5);
+  else {
+    b->amax = dmalloc(4);
+    b->scale = dmalloc(4);
+  }
+}
+
+static int gather_case_q(gcase *c, bc_comm **comms, int hold_ms, const char *tag, int quant_in);
+static int gather_case(gcase *c, bc_comm **comms, int hold_ms, const char *tag) { return gather_case_q(c, comms, hold_ms, tag, 0); }
+
+static int gather_case_q(gcase *c, bc_comm **comms, int hold_ms, const char *tag, int quant_in) {
   c->M = 0;
   for (int r = 0; r < c->W; r++) c->M += c->rows[r];
   void *d_full = full_input(c);
@@ -255,18 +332,44 @@ static int gather_case(gcase *c, bc_comm **comms, int hold_ms, const char *tag) 
   void *xs[64];
   bc_tensor x[64];
   rank_inputs(c, d_full, xs, x);
-  buf4 out[64];
+  buf4 out[64], xqb[64];
   rank_arg a[64];
   for (int r = 0; r < c->W; r++) {
     buf_alloc(c, &out[r], 0xA5);
     memset(&a[r], 0, sizeof a[r]);
     a[r] = (rank_arg){ .rank = r, .comm = comms[r], .c = c, .rows = c->rows, .x = x[r], .q = qt_of(c, &out[r]), .hold_ms = hold_ms,
-                       .what = OP_GATHER };
+                       .what = quant_in ? OP_GATHER_Q : OP_GATHER };
+    if (quant_in) {
+      xq_alloc(c, c->rows[r], &xqb[r]);
+      a[r].xq = (bc_qtensor){ c->f, c->rows[r], c->K, xqb[r].rd, xqb[r].rs, xqb[r].cd, xqb[r].cs, xqb[r].amax, xqb[r].scale, c->swz, 0, 0, 0 };
+    }
     CK(cudaStreamCreateWithFlags(&a[r].st, cudaStreamNonBlocking));
   }
   CK(cudaDeviceSynchronize());
   run_ranks(a, c->W);
   CK(cudaDeviceSynchronize());
+  if (quant_in && straddles(c) && good) {
+    /* the fallback's result: the quantization of the ranks' dequantized rowwise data */
+    float *dq = dmalloc((size_t)(c->M * c->K) * 4);
+    int64_t r0 = 0;
+    for (int r = 0; r < c->W; r++) {
+      if (c->rows[r]) {
+        bc_tensor o = { dq + r0 * c->K, BC_FP32, c->rows[r], c->K, 0 };
+        if (a[r].status != BC_OK || bc_dequantize(ctx, &a[r].xq, BC_ROWWISE, &o, NULL) != BC_OK) {
+          diag("  rank %d: dequantize: %s", r, a[r].status != BC_OK ? a[r].err : bc_last_error(ctx));
+          good = 0;
+        }
+      }
+      r0 += c->rows[r];
+    }
+    bc_tensor xd = { dq, BC_FP32, c->M, c->K, 0 };
+    if (good && bc_quantize(ctx, &xd, &qr, NULL) != BC_OK) {
+      diag("  reference quantize of the dequantized values: %s", bc_last_error(ctx));
+      good = 0;
+    }
+    CK(cudaDeviceSynchronize());
+    cudaFree(dq);
+  }
   for (int r = 0; r < c->W && good; r++) {
     if (a[r].status != BC_OK) {
       diag("  rank %d: %s: %s", r, bc_status_string(a[r].status), a[r].err);
@@ -274,9 +377,14 @@ static int gather_case(gcase *c, bc_comm **comms, int hold_ms, const char *tag) 
       break;
     }
     good &= same_bufs(c, &out[r], &ref, r);
-    uint64_t want = expected_bytes(c, r);
+    uint64_t want = expected_bytes(c, r, quant_in), api = 0;
     if (a[r].bytes != want) {
       diag("  rank %d sent %llu bytes; the formula says %llu", r, (unsigned long long)a[r].bytes, (unsigned long long)want);
+      good = 0;
+    }
+    if (!quant_in && (bc_all_gather_bytes(ctx, c->f, c->W, c->rows, c->K, c->dirs, r, &api) != BC_OK || api != want)) {
+      diag("  rank %d: bc_all_gather_bytes says %llu, the formula %llu (%s)", r, (unsigned long long)api, (unsigned long long)want,
+           bc_last_error(ctx));
       good = 0;
     }
     if (hold_ms && (!a[r].busy_after || a[r].call_ms > hold_ms / 2)) {
@@ -288,9 +396,11 @@ static int gather_case(gcase *c, bc_comm **comms, int hold_ms, const char *tag) 
   char rs[256] = "";
   for (int r = 0, n = 0; r < c->W && n < 200; r++) n += snprintf(rs + n, sizeof rs - (size_t)n, "%s%lld", r ? "," : "", (long long)c->rows[r]);
   const char *dn[] = { "", "row", "col", "rowcol" };
-  ok(good, "all_gather %s %s W=%d rows [%s] x %lld %s%s%s %s%s%s", c->info.name, bc_dtype_name(c->dt), c->W, rs, (long long)c->K,
+  ok(good, "%s %s %s W=%d rows [%s] x %lld %s%s%s %s%s%s", quant_in ? (straddles(c) ? "all_gather_quantized (dequantized, exact)" :
+     "all_gather_quantized" ) : "all_gather", c->info.name, bc_dtype_name(c->dt), c->W, rs, (long long)c->K,
      dn[c->dirs], c->swz ? " swizzled" : "", c->ld_pad ? " strided" : "", c->split, tag ? " " : "", tag ? tag : "");
   for (int r = 0; r < c->W; r++) {
+    if (quant_in) buf_free(&xqb[r]);
     buf_free(&out[r]);
     if (xs[r]) cudaFree(xs[r]);
     cudaStreamDestroy(a[r].st);
@@ -362,6 +472,7 @@ static void gather_matrix(void) {
           c.split = make_split(&c, k);
           if (!c.split[0]) c.split = k == 0 ? "equal whole blocks" : "equal cutting blocks";
           gather_case(&c, comms, 0, NULL);
+          gather_case_q(&c, comms, 0, NULL, 1);
         }
       }
       for (int r = 0; r < Ws[w]; r++) bc_comm_destroy(comms[r]);
@@ -752,7 +863,10 @@ int main(void) {
   gpu_init_or_skip();
   if (bc_ctx_create(&ctx, NULL, 0) != BC_OK) { printf("Bail out! no context\n"); return 1; }
   diag("device: %s", gpu_name());
+  bc_set_log(ctx, on_log, NULL);
   gather_matrix();
+  ok(log_count == 1 && strstr(log_first, "bc_all_gather_quantized") && strstr(log_first, "dequantized"),
+     "the quantized gather's fallback was reported once through the log callback (%d notices): %s", log_count, log_first);
   /* no host synchronization on the local transport: streams held by a host function */
   {
     bc_comm *comms[4];

@@ -45,12 +45,19 @@ struct bc_ctx {
   int aot_indexed;
   bc_stats stats;                 /* counted by jit/ */
   struct bci_list_state *list;    /* multi/bc_list.c: the reusable buffers of list calls */
+  bc_log_fn log;                  /* ctx: the caller's log callback (bc_set_log), or NULL */
+  void *log_user;
+  unsigned log_once;              /* base: the BCI_LOG_ONCE_* notices already given */
 };
 
 /* ---- errors (bc_error.c) ---- */
 /* Set ctx's message and return s. */
 BCI_HIDDEN bc_status bci_fail(bc_ctx *ctx, bc_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 BCI_HIDDEN void bci_clear_error(bc_ctx *ctx);
+/* A notice to the caller's log callback (none set: nothing). With once != 0 (a BCI_LOG_ONCE_*
+ * bit), only the first such notice of the context is given. */
+enum { BCI_LOG_ONCE_GATHER_FALLBACK = 1 };
+BCI_HIDDEN void bci_log(bc_ctx *ctx, bc_log_level level, unsigned once, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* The message of an inner failure, prefixed with the call and the entry it was for:
  * "fn: noun i: <message>" (a leading "fn: " of the message itself is not repeated). */
 BCI_HIDDEN bc_status bci_fail_entry(bc_ctx *ctx, bc_status s, const char *fn, const char *noun, int64_t i);

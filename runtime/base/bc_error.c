@@ -93,3 +93,20 @@ void bc_get_stats(const bc_ctx *ctx, bc_stats *out) {
   memset(out, 0, sizeof *out);
   if (ctx) *out = ctx->stats;
 }
+
+void bci_log(bc_ctx *ctx, bc_log_level level, unsigned once, const char *fmt, ...) {
+  if (!ctx) return;
+  pthread_mutex_lock(&ctx->lock);
+  bc_log_fn fn = ctx->log;
+  void *user = ctx->log_user;
+  int skip = !fn || (once && (ctx->log_once & once));
+  if (!skip) ctx->log_once |= once;
+  pthread_mutex_unlock(&ctx->lock);
+  if (skip) return;
+  char msg[BCI_ERR_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  fn(user, level, msg);
+}

@@ -417,12 +417,21 @@ static bc_status gather_checks(bc_ctx *ctx, const char *fn, bc_comm *comm, const
   return BC_OK;
 }
 
+static bc_status gather_hp(bc_ctx *ctx, const char *fn, bc_comm *comm, const bc_tensor *x, const int64_t *rows, bc_qtensor *out,
+                           void *stream);
+
 bc_status bc_all_gather(bc_ctx *ctx, bc_comm *comm, const bc_tensor *x, const int64_t *rows, bc_qtensor *out, void *stream) {
   if (!ctx) return BC_ERR_ARG;
   bci_clear_error(ctx);
   const char *fn = "bc_all_gather";
   bc_status s = check_comm(ctx, fn, comm);
   if (s != BC_OK) return s;
+  return gather_hp(ctx, fn, comm, x, rows, out, stream);
+}
+
+static bc_status gather_hp(bc_ctx *ctx, const char *fn, bc_comm *comm, const bc_tensor *x, const int64_t *rows, bc_qtensor *out,
+                           void *stream) {
+  bc_status s;
   plan P;
   const plan *p = &P;
   int64_t ld = 0;
@@ -570,5 +579,236 @@ bc_status bc_all_gather(bc_ctx *ctx, bc_comm *comm, const bc_tensor *x, const in
     s = place(ctx, p, out->columnwise_data, pdir_of(f, BC_COLUMNWISE, 0, 0), 0, R, pdir_of(f, BC_ROWWISE, 0, 0), &t, stream);
   }
   bci_ws_free(ws, stream);
+  return s;
+}
+
+/* ---- the bytes a rank sends (the formula of README.md, from the same plan) ---- */
+
+bc_status bc_all_gather_bytes(bc_ctx *ctx, const bc_format *fmt, int nranks, const int64_t *rows, int64_t cols, int directions,
+                              int rank, uint64_t *bytes) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  const char *fn = "bc_all_gather_bytes";
+  bc_status s = bci_check_format(ctx, fmt, "fmt");
+  if (s != BC_OK) return s;
+  if (!rows || !bytes) return bci_fail(ctx, BC_ERR_ARG, "%s: argument '%s' is NULL", fn, rows ? "bytes" : "rows");
+  if (nranks < 1 || rank < 0 || rank >= nranks)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: rank %d of %d ranks; expected nranks >= 1 and 0 <= rank < nranks", fn, rank, nranks);
+  if (directions < 1 || directions > 3)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: directions is %d; expected BC_ROWWISE, BC_COLUMNWISE or both (a mask)", fn, directions);
+  if (cols < 1) return bci_fail(ctx, BC_ERR_ARG, "%s: cols is %lld; expected >= 1", fn, (long long)cols);
+  bc_comm c = { .transport = BC_TRANSPORT_LOCAL, .rank = rank, .size = nranks };
+  static char dummy;
+  bc_qtensor out = { fmt, 0, cols, directions & 1 ? &dummy : NULL, NULL, directions & 2 ? &dummy : NULL, NULL, NULL, NULL, 0, 0, 0, 0 };
+  plan *p = malloc(sizeof *p);
+  if (!p) return bci_fail(ctx, BC_ERR_NOMEM, "%s: out of memory", fn);
+  s = make_plan(ctx, fn, &c, rows, &out, p);
+  if (s == BC_OK) {
+    uint64_t b = 0;
+    const int64_t m = rows[rank];
+    if (needs_amax(fmt)) b += sizeof(float);
+    if (p->exchange) b += 2 * (uint64_t)p->nbc * sizeof(float);
+    if (p->comp_row) b += (uint64_t)m * p->rb;
+    if (p->col_direct) b += (uint64_t)m * p->cb;
+    b += p->rs_send[rank] + p->cd[rank] + p->cs_send[rank];
+    *bytes = b;
+  }
+  free(p);
+  return s;
+}
+
+/* ---- all-gather of an already quantized input ----
+ * Rank r's xq is its rows quantized as a tensor of their own. Where no block of a gathered
+ * direction straddles ranks, the whole tensor's quantization is the ranks' pieces side by side:
+ * they are gathered as they are (data, scales; per-tensor scale and NVFP4's global amax taken
+ * from xq, which must agree across ranks, as bc_quantize_comm makes them) and assembled. Where
+ * blocks straddle ranks, a block quantized on one rank is not the block of the whole tensor:
+ * then the rowwise data is dequantized (fp32, exact) and gathered through bc_all_gather's
+ * exact path, so the result is the quantization of the gathered dequantized values; the log
+ * callback is told once per context. */
+
+static bc_status gq_checks(bc_ctx *ctx, const char *fn, bc_comm *comm, const bc_qtensor *xq, const int64_t *rows, bc_qtensor *out,
+                           plan *p) {
+  if (!xq || !rows || !out) return bci_fail(ctx, BC_ERR_ARG, "%s: argument '%s' is NULL", fn, !xq ? "xq" : !rows ? "rows" : "out");
+  bc_status s = bci_check_format(ctx, out->format, "out->format");
+  if (s != BC_OK) return s;
+  if (xq->format != out->format)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: xq's format is not out's ('%s'); the input must be quantized in the output's format", fn,
+                    out->format->name);
+  if (!out->rowwise_data && !out->columnwise_data)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: out has no direction (rowwise_data and columnwise_data are NULL)", fn);
+  if ((s = make_plan(ctx, fn, comm, rows, out, p)) != BC_OK) return s;
+  const bc_format *f = out->format;
+  const int64_t m = rows[p->me];
+  if (xq->rows != m || xq->cols != out->cols)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: xq is [%lld, %lld] but rank %d holds rows[%d] = %lld rows of a [%lld, %lld] tensor", fn,
+                    (long long)xq->rows, (long long)xq->cols, p->me, p->me, (long long)m, (long long)p->M, (long long)out->cols);
+  if (out->rows != p->M)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: out has %lld rows but the ranks' rows sum to %lld", fn, (long long)out->rows, (long long)p->M);
+  /* the directions that travel: every direction out asks, except the columnwise copy of
+   * per-tensor and 2D-block formats, built from the rowwise data */
+  int need_row = p->comp_row, need_col = p->comp_col;
+  if (p->exchange) need_col = 0; /* straddling blocks: the rowwise data is dequantized (below) */
+  if ((need_row && !xq->rowwise_data && m > 0 && !p->exchange) || (need_col && !xq->columnwise_data && m > 0))
+    return bci_fail(ctx, BC_ERR_ARG, "%s: xq has no %s data; format '%s' gathers it for the directions out asks (the columnwise copy "
+                    "of per-tensor and 2D-block formats comes from the rowwise data)", fn, need_row && !xq->rowwise_data ? "rowwise" :
+                    "columnwise", f->name);
+  if (p->exchange && m > 0 && !xq->rowwise_data)
+    return bci_fail(ctx, BC_ERR_UNSUPPORTED, "%s: blocks straddle ranks, so xq is dequantized and gathered exactly, which needs its "
+                    "rowwise data; xq has none", fn);
+  if (needs_amax(f) && (!xq->amax || !out->amax))
+    return bci_fail(ctx, BC_ERR_ARG, "%s: format '%s' needs xq->amax (the amax it was quantized with) and out->amax", fn, f->name);
+  if (f->block == BC_BLOCK_TENSOR && (!xq->scale || !out->scale))
+    return bci_fail(ctx, BC_ERR_ARG, "%s: per-tensor format '%s' needs xq->scale and out->scale", fn, f->name);
+  /* the whole output's checks, as bc_quantize_cast makes them */
+  bc_tensor xfull = { (void *)(uintptr_t)256, BC_FP32, p->M, p->K, 0 };
+  if ((s = dry_cast(ctx, &xfull, out)) != BC_OK) return s;
+  if (m > 0 && !p->exchange) {
+    /* xq's own buffers, as a cast into it would check them */
+    bc_qtensor t = *xq;
+    t.stochastic_rounding = 0;
+    bc_tensor xl = { (void *)(uintptr_t)256, BC_FP32, m, p->K, 0 };
+    if (f->block == BC_BLOCK_TENSOR && !t.scale) t.scale = out->scale;
+    if ((s = dry_cast(ctx, &xl, &t)) != BC_OK) return bci_fail(ctx, s, "%s: xq: %s", fn, bc_last_error(ctx));
+  }
+  const bci_kernel *k;
+  return bci_kernel_get(ctx, "bc_comm_place", &k);
+}
+
+bc_status bc_all_gather_quantized(bc_ctx *ctx, bc_comm *comm, const bc_qtensor *xq, const int64_t *rows, bc_qtensor *out,
+                                  void *stream) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  const char *fn = "bc_all_gather_quantized";
+  bc_status s = check_comm(ctx, fn, comm);
+  if (s != BC_OK) return s;
+  plan *p = malloc(sizeof *p);
+  if (!p) return agree(ctx, comm, fn, "", bci_fail(ctx, BC_ERR_NOMEM, "%s: out of memory", fn), stream);
+  s = gq_checks(ctx, fn, comm, xq, rows, out, p);
+  if (s != BC_OK) {
+    free(p);
+    return agree(ctx, comm, fn, "", s, stream);
+  }
+  const bc_format *f = out->format;
+  const int me = p->me;
+  const int64_t m = rows[me];
+  if (p->exchange) {
+    /* blocks straddle ranks: dequantize the rowwise data and take the exact path */
+    bci_log(ctx, BC_LOG_WARN, BCI_LOG_ONCE_GATHER_FALLBACK,
+            "%s: format '%s', %d ranks: the ranks' rows cut blocks of %lld rows, so the quantized inputs are dequantized (rowwise, "
+            "fp32) and re-quantized exactly as bc_all_gather does; quantize the rows with bc_all_gather from high precision to "
+            "avoid it (reported once per context)", fn, f->name, p->W, (long long)p->Bm);
+    float *hp = NULL;
+    s = bci_ws_alloc(ctx, (size_t)(m * p->K) * sizeof(float), stream, (void **)&hp);
+    bc_tensor xd = { hp, BC_FP32, m, p->K, 0 };
+    if (s == BC_OK && m > 0) s = bci_dequantize(ctx, NULL, xq, BC_ROWWISE, &xd, stream);
+    free(p);
+    if (s != BC_OK) {
+      bci_ws_free(hp, stream);
+      return agree(ctx, comm, fn, "", s, stream);
+    }
+    s = gather_hp(ctx, fn, comm, &xd, rows, out, stream);
+    bci_ws_free(hp, stream);
+    return s;
+  }
+  char sig[BCI_COMM_SIG];
+  snprintf(sig, sizeof sig, "%s fmt=%s cols=%lld ranks=%d rows=%016llx dirs=%d%d swizzled=%d%d", fn, f->name, (long long)p->K, p->W,
+           (unsigned long long)rows_hash(rows, p->W), p->want_row, p->want_col, out->scale_swizzled != 0, xq->scale_swizzled != 0);
+  if ((s = agree(ctx, comm, fn, sig, BC_OK, stream)) != BC_OK) {
+    free(p);
+    return s;
+  }
+  /* xq's scale buffers travel whole when swizzled (their last valid entry is not last) */
+  const int xs = xq->scale_swizzled != 0;
+  size_t rs[BCI_PLACE_MAX_RANKS] = { 0 }, cs[BCI_PLACE_MAX_RANKS] = { 0 }, rs_send[BCI_PLACE_MAX_RANKS] = { 0 },
+         cs_send[BCI_PLACE_MAX_RANKS] = { 0 };
+  for (int r = 0; r < p->W && f->block != BC_BLOCK_TENSOR; r++) {
+    bci_geom g;
+    if (!rows[r]) continue;
+    if (p->comp_row && bci_geom_get(ctx, fn, f, rows[r], p->K, BC_ROWWISE, xs, &g) == BC_OK) {
+      rs[r] = g.scale_bytes;
+      rs_send[r] = xs ? g.scale_bytes : scale_send_bytes(&g, f->scale_bytes);
+    }
+    if (p->comp_col && bci_geom_get(ctx, fn, f, rows[r], p->K, BC_COLUMNWISE, xs, &g) == BC_OK) {
+      cs[r] = g.scale_bytes;
+      cs_send[r] = xs ? g.scale_bytes : scale_send_bytes(&g, f->scale_bytes);
+    }
+  }
+  size_t need_R = (p->comp_row && !p->want_row) ? (size_t)p->M * p->rb : 0;
+  size_t g_rs = sum(p, rs), g_cd = sum(p, p->cd), g_cs = sum(p, cs);
+  size_t parts[4] = { need_R, g_rs, g_cd, g_cs }, at[5] = { 0 };
+  for (int i = 0; i < 4; i++) at[i + 1] = at[i] + (parts[i] + 255) / 256 * 256;
+  unsigned char *ws = NULL;
+  s = bci_ws_alloc(ctx, at[4], stream, (void **)&ws);
+  unsigned char *R = p->want_row ? out->rowwise_data : ws;
+  unsigned char *all_rs = ws + at[1], *all_cd = ws + at[2], *all_cs = ws + at[3];
+  /* per-tensor scale and NVFP4's global amax: xq's (the same on every rank); the scale_inv of
+   * per-tensor formats: xq's, or on a rank without rows 1 / scale as bc_quantize computes it */
+  if (s == BC_OK && needs_amax(f)) s = bci_copy32(ctx, NULL, xq->amax, out->amax, 1, stream);
+  if (s == BC_OK && f->block == BC_BLOCK_TENSOR) {
+    s = bci_copy32(ctx, NULL, xq->scale, out->scale, 1, stream);
+    const float *si = xq->rowwise_data ? xq->rowwise_scale_inv : xq->columnwise_scale_inv;
+    float *outs[2] = { out->rowwise_scale_inv, out->columnwise_scale_inv };
+    for (int d = 0; d < 2 && s == BC_OK; d++) {
+      if (!outs[d]) continue;
+      s = m > 0 ? bci_copy32(ctx, NULL, si, outs[d], 1, stream) : bci_compute_scale(ctx, NULL, f, out->amax, out->scale, outs[d], stream);
+    }
+  }
+  size_t off_row[BCI_PLACE_MAX_RANKS], len_row[BCI_PLACE_MAX_RANKS], off_col[BCI_PLACE_MAX_RANKS], len_col[BCI_PLACE_MAX_RANKS];
+  size_t off_rs[BCI_PLACE_MAX_RANKS], off_cd[BCI_PLACE_MAX_RANKS], off_cs[BCI_PLACE_MAX_RANKS];
+  for (int r = 0; r < p->W; r++) {
+    off_row[r] = (size_t)p->row0[r] * p->rb;
+    len_row[r] = (size_t)rows[r] * p->rb;
+    off_col[r] = (size_t)p->row0[r] * p->cb;
+    len_col[r] = (size_t)rows[r] * p->cb;
+  }
+  offsets(p, rs, off_rs);
+  offsets(p, p->cd, off_cd);
+  offsets(p, cs, off_cs);
+  bci_gather_job jobs[5];
+  int nj = 0;
+  if (p->comp_row) jobs[nj++] = (bci_gather_job){ xq->rowwise_data, R, off_row, len_row };
+  if (p->col_direct) jobs[nj++] = (bci_gather_job){ xq->columnwise_data, out->columnwise_data, off_col, len_col };
+  if (g_rs) jobs[nj++] = (bci_gather_job){ xq->rowwise_scale_inv, all_rs, off_rs, rs_send };
+  if (g_cd) jobs[nj++] = (bci_gather_job){ xq->columnwise_data, all_cd, off_cd, p->cd };
+  if (g_cs) jobs[nj++] = (bci_gather_job){ xq->columnwise_scale_inv, all_cs, off_cs, cs_send };
+  char sg[BCI_COMM_SIG];
+  snprintf(sg, sizeof sg, "%.200s [payload]", sig);
+  bc_status sp = bci_comm_gatherv(ctx, comm, sg, nj, jobs, stream);
+  if (s == BC_OK) s = sp;
+  if (s == BC_OK && f->block != BC_BLOCK_TENSOR) {
+    psrc t;
+    if (p->want_row) {
+      slab_sources(p, rs, &t);
+      s = place(ctx, p, out->rowwise_scale_inv, pdir_of(f, BC_ROWWISE, 1, out->scale_swizzled), 1, all_rs,
+                pdir_of(f, BC_ROWWISE, 1, xs), &t, stream);
+    }
+    if (s == BC_OK && p->want_col && f->block == BC_BLOCK_1D) {
+      if (!p->col_direct) {
+        slab_sources(p, p->cd, &t);
+        s = place(ctx, p, out->columnwise_data, pdir_of(f, BC_COLUMNWISE, 0, 0), 0, all_cd, pdir_of(f, BC_COLUMNWISE, 0, 0), &t,
+                  stream);
+      }
+      slab_sources(p, cs, &t);
+      if (s == BC_OK)
+        s = place(ctx, p, out->columnwise_scale_inv, pdir_of(f, BC_COLUMNWISE, 1, out->scale_swizzled), 1, all_cs,
+                  pdir_of(f, BC_COLUMNWISE, 1, xs), &t, stream);
+    }
+    if (s == BC_OK && p->want_col && f->block == BC_BLOCK_2D) {
+      slab_sources(p, rs, &t);
+      s = place(ctx, p, out->columnwise_scale_inv, pdir_of(f, BC_COLUMNWISE, 1, out->scale_swizzled), 1, all_rs,
+                pdir_of(f, BC_ROWWISE, 1, xs), &t, stream);
+    }
+  }
+  if (s == BC_OK && p->derived) {
+    psrc t;
+    memset(&t, 0, sizeof t);
+    t.nranks = 1;
+    t.row0[1] = p->M;
+    t.s[0] = p->M;
+    s = place(ctx, p, out->columnwise_data, pdir_of(f, BC_COLUMNWISE, 0, 0), 0, R, pdir_of(f, BC_ROWWISE, 0, 0), &t, stream);
+  }
+  bci_ws_free(ws, stream);
+  free(p);
   return s;
 }

@@ -49,6 +49,14 @@ bc_status bc_ctx_create(bc_ctx **out, char *errbuf, size_t errbuf_size) {
   return BC_OK;
 }
 
+void bc_set_log(bc_ctx *ctx, bc_log_fn fn, void *user) {
+  if (!ctx) return;
+  pthread_mutex_lock(&ctx->lock);
+  ctx->log = fn;
+  ctx->log_user = user;
+  pthread_mutex_unlock(&ctx->lock);
+}
+
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 bc_status bc_spec_path_add(bc_ctx *ctx, const char *path) {

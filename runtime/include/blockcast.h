@@ -69,6 +69,16 @@ BC_API void bc_ctx_destroy(bc_ctx *ctx);
  * reads its own (a context may be shared by threads). Valid until this thread's next call. */
 BC_API const char *bc_last_error(const bc_ctx *ctx);
 
+/* A log callback for notices that are not errors (e.g. a collective taking a slower path);
+ * the library never prints. Called on the thread of the call, outside the library's locks;
+ * fn NULL turns it off. */
+typedef enum bc_log_level {
+  BC_LOG_INFO = 0,
+  BC_LOG_WARN = 1
+} bc_log_level;
+typedef void (*bc_log_fn)(void *user, bc_log_level level, const char *message);
+BC_API void bc_set_log(bc_ctx *ctx, bc_log_fn fn, void *user);
+
 /* ---- formats ------------------------------------------------------------------------------ */
 
 /* A built-in or already loaded format by name ("fp8_e4m3_tensor"). */
@@ -385,6 +395,28 @@ BC_API bc_status bc_quantize_list_comm(bc_ctx *ctx, bc_comm *comm, int64_t n, co
  * rows: [size] row counts, the same on every rank. Stochastic rounding is not supported here. */
 BC_API bc_status bc_all_gather(bc_ctx *ctx, bc_comm *comm, const bc_tensor *x, const int64_t *rows, bc_qtensor *out,
                                void *stream);
+
+/* The all-gather of an already quantized input: xq is this rank's rows quantized as a tensor of
+ * their own (out's format; per-tensor and NVFP4 with the group's amax, as bc_quantize_comm makes
+ * them: their scale and amax are taken from xq), with the directions out asks (per-tensor and
+ * 2D-block formats: the rowwise one; their columnwise copy is built locally). Where no block of
+ * a gathered direction straddles ranks, the pieces are gathered as they are and out is
+ * bit-identical to bc_quantize of the whole tensor. Where blocks straddle ranks, a rank's
+ * blocks are not the whole tensor's: xq's rowwise data is dequantized (fp32) and gathered as
+ * bc_all_gather does, so out is the exact quantization of the gathered dequantized values (the
+ * log callback is told once per context). */
+BC_API bc_status bc_all_gather_quantized(bc_ctx *ctx, bc_comm *comm, const bc_qtensor *xq, const int64_t *rows, bc_qtensor *out,
+                                         void *stream);
+
+/* The bytes rank `rank` sends in bc_all_gather of a [sum(rows), cols] tensor with `directions`
+ * (a mask of bc_direction), as the transport counts them (bc_comm_info.bytes_sent): the
+ * amax (4, per-tensor and two-level formats), the boundary partial amaxes (8 per block of a
+ * block row, when some rank's rows cut block rows), the rank's rows of rowwise data (also for
+ * the columnwise copy of per-tensor and 2D-block formats) and of MXFP8's row-major columnwise
+ * data, and its block-aligned slab's block scales (up to the last valid entry) and transposed
+ * columnwise data. README.md has a table. */
+BC_API bc_status bc_all_gather_bytes(bc_ctx *ctx, const bc_format *fmt, int nranks, const int64_t *rows, int64_t cols,
+                                     int directions, int rank, uint64_t *bytes);
 
 /* ---- kernels ------------------------------------------------------------------------------ */
 
