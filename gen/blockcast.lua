@@ -63,6 +63,7 @@ local function plan_common()
   -- partial block amaxes, block-aligned slabs and the assembly of the gathered buffers
   add_kernel({ name = "bc_comm_max", family = "comm", template = "comm_max.cu", tuning = "dequantize" })
   add_kernel({ name = "bc_comm_place", family = "comm", template = "comm_place.cu", tuning = "dequantize" })
+  add_kernel({ name = "bc_comm_transpose", family = "comm", template = "comm_transpose.cu", tuning = "dequantize" })
   for _, dt in ipairs(M.DTYPES) do
     add_kernel({ name = "bc_comm_bamax__" .. dt, family = "comm", dtype = dt, template = "comm_bamax.cu", tuning = "dequantize" })
     add_kernel({ name = "bc_comm_stage__" .. dt, family = "comm", dtype = dt, template = "comm_stage.cu", tuning = "dequantize" })

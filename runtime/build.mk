@@ -129,7 +129,7 @@ $(B)/fuzz/%: tests/fuzz/%.c tests/fuzz/targets.h $(B)/lib/libblockcast.a | $(B)/
 # (only programs that use the public API: the others need the library's hidden symbols)
 DEV_TESTS = $(B)/dev/20-gpu-fp8-tensor.t $(B)/dev/22-gpu-block.t $(B)/dev/23-gpu-delayed.t $(B)/dev/24-gpu-list.t \
             $(B)/dev/25-gpu-comm.t
-DEV_BENCH = $(B)/dev/bench_block $(B)/dev/bench_fp8_tensor $(B)/dev/bench_list
+DEV_BENCH = $(B)/dev/bench_block $(B)/dev/bench_fp8_tensor $(B)/dev/bench_list $(B)/dev/bench_comm
 $(B)/dev:
 	@mkdir -p $@
 $(B)/dev/libblockcast.so.0: $(B)/lib/libblockcast.so | $(B)/dev

@@ -15,7 +15,8 @@
 // (1) or in the 128x4 GEMM swizzle (2), padded to multiples of pad_r x pad_c. 4-bit data packs
 // two elements per byte, element 2j in the low nibble unless high_first.
 //
-// scales = 0: one thread per output data byte; 1: one per stored scale entry (padding -> zeros).
+// scales = 0: one thread per output data byte; 1: one per stored scale entry (padding -> zeros);
+// output rows along the grid's y, their bytes or entries along x.
 
 #define BC_PLACE_MAX_RANKS 64
 struct bc_pdir {
@@ -90,48 +91,103 @@ static __device__ __forceinline__ u32 bc_slab_code(const u8 *__restrict__ src, c
 
 extern "C" __global__ void __launch_bounds__(BC_THREADS)
 ${KERNEL}(u8 *__restrict__ dst, i64 rows, i64 cols, bc_pdir od, int scales, const u8 *__restrict__ src, bc_pdir sd,
-          bc_psrc t) {
+          bc_psrc tp) {
+  // the rank table into shared memory, each word read from the parameters at a constant offset
+  // (an indexed parameter array would be copied to every thread's local memory)
+  __shared__ bc_psrc t;
+  {
+    const i64 *from = &tp.nranks;
+    i64 *to = &t.nranks;
+    constexpr int words = sizeof(bc_psrc) / sizeof(i64);
+#pragma unroll
+    for (int i = 0; i < words; i++)
+      if (i % BC_THREADS == (int)threadIdx.x) to[i] = from[i];
+  }
+  __syncthreads();
   const i64 vrows = od.col ? cols : rows, vcols = od.col ? rows : cols;
+  // a 2D grid: output rows along y, their bytes (entries) along x; no division per element
   if (!scales) {
     const i64 drows = od.view ? vrows : vcols, dcols = od.view ? vcols : vrows;
     const int per = 8 / od.bits;
-    const i64 rb = dcols / per, n = drows * rb;
+    const i64 rb = dcols / per;
+    // Output and slab rows run the same way (the transposed columnwise data of 1D formats): an
+    // output row is the ranks' slab rows side by side. Each thread takes 16 output bytes; a run
+    // from one rank whose source starts on a byte is 16 independent byte loads and one store
+    // (wide when aligned); a run that crosses ranks or starts mid-byte goes element by element.
+    const int runs = od.view && sd.view && od.col == sd.col;
+    const i64 nch = (rb + 15) / 16;
+    // the widest store every run start allows (16, 8, 4 or 1 bytes): narrow stores at a 16-byte
+    // stride would each touch a sector of their own
+    int wide = 16;
+    while (wide > 1 && (((u64)dst % wide) != 0 || rb % wide != 0)) wide /= 2;
+    if (wide == 2) wide = 1;
 #pragma unroll 1
-    for (i64 u = (i64)BC_BID.x * BC_THREADS + threadIdx.x; u < n; u += (i64)BC_GDIM.x * BC_THREADS) {
-      const i64 dr = u / rb, j = u - dr * rb;
-      u32 byte = 0;
-      for (int e = 0; e < per; e++) {
-        const i64 dc = j * per + e;
-        const i64 vr = od.view ? dr : dc, vc = od.view ? dc : dr;
-        const i64 m = od.col ? vc : vr, k = od.col ? vr : vc;
-        const u32 code = bc_slab_code(src, t, sd, cols, bc_owner(t, m), m, k);
-        const int sh = per == 1 ? 0 : ((e ^ od.high_first) ? 4 : 0);
-        byte |= code << sh;
+    for (i64 dr = BC_BID.y; dr < drows; dr += BC_GDIM.y)
+#pragma unroll 1
+      for (i64 ch = (i64)BC_BID.x * BC_THREADS + threadIdx.x; ch < nch; ch += (i64)BC_GDIM.x * BC_THREADS) {
+        const i64 j0 = ch * 16, nb = rb - j0 < 16 ? rb - j0 : 16;
+        u8 *o = dst + dr * rb + j0;
+        if (runs) {
+          // the run's first and last elements: tensor rows m0, m1 (view columns) of row k = dr
+          const i64 m0 = j0 * per, m1 = (j0 + nb) * per - 1;
+          const int r = bc_owner(t, m0);
+          const i64 lm = m0 - t.a[r];
+          if (bc_owner(t, m1) == r && (per == 1 || (lm & 1) == 0)) {
+            const u8 *p = src + t.off[r] + (dr * t.s[r] + lm) / per;
+            u8 b[16];
+#pragma unroll
+            for (int i = 0; i < 16; i++) b[i] = i < nb ? p[i] : 0;
+            u32 w[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) w[i] = (u32)b[4 * i] | ((u32)b[4 * i + 1] << 8) | ((u32)b[4 * i + 2] << 16) | ((u32)b[4 * i + 3] << 24);
+            if (wide == 16 && nb == 16) {
+              *(uint4 *)o = make_uint4(w[0], w[1], w[2], w[3]);
+            } else if (wide == 8 && nb % 8 == 0) {
+              for (int i = 0; i < nb / 8; i++) ((uint2 *)o)[i] = make_uint2(w[2 * i], w[2 * i + 1]);
+            } else if (wide == 4 && nb % 4 == 0) {
+              for (int i = 0; i < nb / 4; i++) ((u32 *)o)[i] = w[i];
+            } else {
+              for (int i = 0; i < nb; i++) o[i] = b[i];
+            }
+            continue;
+          }
+        }
+        for (int jb = 0; jb < nb; jb++) {
+          const i64 j = j0 + jb;
+          u32 byte = 0;
+          for (int e = 0; e < per; e++) {
+            const i64 dc = j * per + e;
+            const i64 vr = od.view ? dr : dc, vc = od.view ? dc : dr;
+            const i64 m = od.col ? vc : vr, k = od.col ? vr : vc;
+            const u32 code = bc_slab_code(src, t, sd, cols, bc_owner(t, m), m, k);
+            const int sh = per == 1 ? 0 : ((e ^ od.high_first) ? 4 : 0);
+            byte |= code << sh;
+          }
+          o[jb] = (u8)byte;
+        }
       }
-      dst[u] = (u8)byte;
-    }
     return;
   }
   const bc_sgeo og = bc_scale_geo(od, rows, cols);
   const int eb = od.bits / 8;
-  const i64 n = og.prows * og.pcols;
 #pragma unroll 1
-  for (i64 u = (i64)BC_BID.x * BC_THREADS + threadIdx.x; u < n; u += (i64)BC_GDIM.x * BC_THREADS) {
-    const i64 lr = u / og.pcols, lc = u - lr * og.pcols;
-    u8 *o = dst + bc_scale_at(od, og, lr, lc) * eb;
-    if (lr >= og.lrows || lc >= og.lcols) {
-      for (int b = 0; b < eb; b++) o[b] = 0;
-      continue;
+  for (i64 lr = BC_BID.y; lr < og.prows; lr += BC_GDIM.y)
+#pragma unroll 1
+    for (i64 lc = (i64)BC_BID.x * BC_THREADS + threadIdx.x; lc < og.pcols; lc += (i64)BC_GDIM.x * BC_THREADS) {
+      u8 *o = dst + bc_scale_at(od, og, lr, lc) * eb;
+      if (lr >= og.lrows || lc >= og.lcols) {
+        for (int b = 0; b < eb; b++) o[b] = 0;
+        continue;
+      }
+      // the block's first element in the tensor, its rank, and the entry in that rank's slab
+      const i64 vr0 = od.per_row ? lr : lr * od.vbr, vc0 = lc * od.vbc;
+      const i64 m0 = od.col ? vc0 : vr0, k0 = od.col ? vr0 : vc0;
+      const int r = bc_owner(t, m0);
+      const i64 lm = m0 - t.a[r];
+      const i64 svr = sd.col ? k0 : lm, svc = sd.col ? lm : k0;
+      const bc_sgeo sg = bc_scale_geo(sd, t.s[r], cols);
+      const i64 at = bc_scale_at(sd, sg, sd.per_row ? svr : svr / sd.vbr, svc / sd.vbc);
+      const u8 *p = src + t.off[r] + at * eb;
+      for (int b = 0; b < eb; b++) o[b] = p[b];
     }
-    // the block's first element in the tensor, its rank, and the entry in that rank's slab
-    const i64 vr0 = od.per_row ? lr : lr * od.vbr, vc0 = lc * od.vbc;
-    const i64 m0 = od.col ? vc0 : vr0, k0 = od.col ? vr0 : vc0;
-    const int r = bc_owner(t, m0);
-    const i64 lm = m0 - t.a[r];
-    const i64 svr = sd.col ? k0 : lm, svc = sd.col ? lm : k0;
-    const bc_sgeo sg = bc_scale_geo(sd, t.s[r], cols);
-    const i64 at = bc_scale_at(sd, sg, sd.per_row ? svr : svr / sd.vbr, svc / sd.vbc);
-    const u8 *p = src + t.off[r] + at * eb;
-    for (int b = 0; b < eb; b++) o[b] = p[b];
-  }
 }

@@ -130,6 +130,7 @@ typedef struct bci_cuda_api {
   PFN_cuMemFreeAsync_v11020 MemFreeAsync;
   PFN_cuMemcpyAsync_v4000 MemcpyAsync;
   PFN_cuStreamWaitEvent_v3020 StreamWaitEvent;
+  PFN_cuMemcpy2DAsync_v3020 Memcpy2DAsync;
   PFN_cuMemcpyDtoHAsync_v3020 MemcpyDtoHAsync;
 } bci_cuda_api;
 

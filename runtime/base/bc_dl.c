@@ -65,6 +65,7 @@ static void load_cuda(void) {
   SYM(MemFreeAsync, "cuMemFreeAsync", 11020);
   SYM(MemcpyAsync, "cuMemcpyAsync", 4000);
   SYM(StreamWaitEvent, "cuStreamWaitEvent", 3020);
+  SYM(Memcpy2DAsync, "cuMemcpy2DAsync", 3020);
   SYM(MemcpyDtoHAsync, "cuMemcpyDtoHAsync", 3020);
 #undef SYM
   CUresult r = bci_cu.Init(0);

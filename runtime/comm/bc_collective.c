@@ -52,12 +52,12 @@ bc_status bc_amax_allreduce(bc_ctx *ctx, bc_comm *comm, float *amax, int64_t n, 
   const char *fn = "bc_amax_allreduce";
   bc_status s = check_comm(ctx, fn, comm);
   if (s != BC_OK) return s;
-  if (n < 0) return bci_fail(ctx, BC_ERR_ARG, "%s: n is %lld; expected the number of amaxes (>= 0)", fn, (long long)n);
-  if (n > 0 && (!amax || !bci_aligned(amax, 4)))
-    return bci_fail(ctx, BC_ERR_ARG, "%s: argument 'amax' is NULL or misaligned; expected a device fp32[%lld]", fn, (long long)n);
-  if (n == 0) return BC_OK;
+  if (n < 0) s = bci_fail(ctx, BC_ERR_ARG, "%s: n is %lld; expected the number of amaxes (>= 0)", fn, (long long)n);
+  else if (n > 0 && (!amax || !bci_aligned(amax, 4)))
+    s = bci_fail(ctx, BC_ERR_ARG, "%s: argument 'amax' is NULL or misaligned; expected a device fp32[%lld]", fn, (long long)n);
   char sig[BCI_COMM_SIG];
   snprintf(sig, sizeof sig, "%s n=%lld", fn, (long long)n);
+  if ((s = agree(ctx, comm, fn, sig, s, stream)) != BC_OK || n == 0) return s;
   return bci_comm_allreduce_max(ctx, comm, sig, amax, n, stream);
 }
 
@@ -220,11 +220,18 @@ static bc_status make_plan(bc_ctx *ctx, const char *fn, bc_comm *comm, const int
   if (p->W > BCI_PLACE_MAX_RANKS)
     return bci_fail(ctx, BC_ERR_UNSUPPORTED, "%s: the communicator has %d ranks; the all-gather supports up to %d", fn, p->W,
                     BCI_PLACE_MAX_RANKS);
+  if (p->K < 1 || p->K > BCI_MAX_ELEMS)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: the tensor has %lld cols; expected 1 to 2^50", fn, (long long)p->K);
   for (int r = 0; r < p->W; r++) {
-    if (rows[r] < 0) return bci_fail(ctx, BC_ERR_ARG, "%s: rows[%d] is %lld; expected the row count of rank %d (>= 0)", fn, r, (long long)rows[r], r);
+    if (rows[r] < 0 || rows[r] > BCI_MAX_ELEMS)
+      return bci_fail(ctx, BC_ERR_ARG, "%s: rows[%d] is %lld; expected the row count of rank %d (0 to 2^50)", fn, r, (long long)rows[r], r);
     p->row0[r + 1] = p->row0[r] + rows[r];
+    if (p->row0[r + 1] > BCI_MAX_ELEMS / p->K)
+      return bci_fail(ctx, BC_ERR_ARG, "%s: the ranks' rows (%lld by rank %d) times %lld cols pass 2^50 elements", fn,
+                      (long long)p->row0[r + 1], r, (long long)p->K);
   }
   p->M = p->row0[p->W];
+  if (p->M == 0) return bci_fail(ctx, BC_ERR_ARG, "%s: the ranks' rows add up to 0; expected a tensor of at least one row", fn);
   p->want_row = out->rowwise_data != NULL;
   p->want_col = out->columnwise_data != NULL;
   const int bits = f->elem.bits;
@@ -281,21 +288,53 @@ static bc_status launch_1d(bc_ctx *ctx, const char *name, int64_t n, void *strea
   return bci_run(ctx, NULL, k, gx, 1, 1, (unsigned)k->launch.threads, 0, stream, args, nargs);
 }
 
-/* assemble one output buffer (comm_place.cu) */
+/* assemble one output buffer (comm_place.cu): a 2D grid, output rows along y */
 static bc_status place(bc_ctx *ctx, const plan *p, void *dst, pdir od, int scales, const void *src, pdir sd, const psrc *t,
                        void *stream) {
   int64_t rows = p->M, cols = p->K;
-  int64_t n;
+  int64_t nr, nc; /* output rows, and bytes (entries) per row */
   if (scales) {
     bci_geom g;
     bc_status s = bci_geom_get(ctx, "bc_all_gather", p->f, rows, cols, od.col ? BC_COLUMNWISE : BC_ROWWISE, od.order == 2, &g);
     if (s != BC_OK) return s;
-    n = g.srows * g.scols;
+    nr = g.sl.prows;
+    nc = g.sl.pcols;
   } else {
-    n = rows * cols * od.bits / 8;
+    int64_t vr = od.col ? cols : rows, vc = od.col ? rows : cols;
+    nr = od.view ? vr : vc;
+    nc = cdiv((od.view ? vc : vr) * od.bits / 8, 16); /* 16 bytes a thread */
   }
+  const bci_kernel *k;
+  bc_status s = bci_kernel_get(ctx, "bc_comm_place", &k);
+  if (s != BC_OK) return s;
+  /* about 4 blocks per SM: each block first copies the 2 KB rank table to shared memory */
+  char arch[16];
+  int sms = 132;
+  if (bci_cuda_device(ctx, arch, &sms) != BC_OK) sms = 132;
+  int64_t cap = 4 * (int64_t)sms;
+  int64_t gx = cdiv(nc, k->launch.threads);
+  if (gx > cap) gx = cap;
+  int64_t gy = nr < cap / gx ? nr : cap / gx;
   bci_arg args[] = { BCI_ARG(dst), BCI_ARG(rows), BCI_ARG(cols), BCI_ARG(od), BCI_ARG(scales), BCI_ARG(src), BCI_ARG(sd), BCI_ARG(*t) };
-  return launch_1d(ctx, "bc_comm_place", n, stream, args, 8);
+  return bci_run(ctx, NULL, k, (unsigned)(gx > 0 ? gx : 1), (unsigned)(gy > 0 ? gy : 1), 1, (unsigned)k->launch.threads, 0, stream,
+                 args, 8);
+}
+
+/* the columnwise data of per-tensor and 2D-block formats: the transpose of the gathered rowwise
+ * data R (comm_transpose.cu) */
+static bc_status transpose(bc_ctx *ctx, const plan *p, const void *R, void *dst, void *stream) {
+  const bci_kernel *k;
+  bc_status s = bci_kernel_get(ctx, "bc_comm_transpose", &k);
+  if (s != BC_OK) return s;
+  int64_t rows = p->M, cols = p->K, tiles_c = cdiv(cols, 64), ntiles = tiles_c * cdiv(rows, 64);
+  int bits = p->f->elem.bits, high_first = p->f->pack_high_first;
+  /* whole 16-byte vectors along the rows of R and of the output */
+  int64_t q = bits == 8 ? 16 : 32;
+  int vin = bci_aligned(R, 16) && cols % q == 0, vout = bci_aligned(dst, 16) && rows % q == 0;
+  int64_t gx = ntiles < 65536 ? ntiles : 65536;
+  bci_arg args[] = { BCI_ARG(R), BCI_ARG(rows), BCI_ARG(cols), BCI_ARG(dst), BCI_ARG(bits), BCI_ARG(high_first), BCI_ARG(tiles_c),
+                     BCI_ARG(ntiles), BCI_ARG(vin), BCI_ARG(vout) };
+  return bci_run(ctx, NULL, k, (unsigned)gx, 1, 1, (unsigned)k->launch.threads, 0, stream, args, 10);
 }
 
 /* the slab sources of a gathered region: rank r's buffer at the sum of the sizes before it */
@@ -410,6 +449,7 @@ static bc_status gather_checks(bc_ctx *ctx, const char *fn, bc_comm *comm, const
   const bci_kernel *k;
   char name[64];
   if ((s = bci_kernel_get(ctx, "bc_comm_place", &k)) != BC_OK) return s;
+  if (p->derived && (s = bci_kernel_get(ctx, "bc_comm_transpose", &k)) != BC_OK) return s;
   snprintf(name, sizeof name, "bc_comm_stage__%s", bc_dtype_name(x->dtype));
   if (p->exchange && (s = bci_kernel_get(ctx, name, &k)) != BC_OK) return s;
   snprintf(name, sizeof name, "bc_comm_bamax__%s", bc_dtype_name(x->dtype));
@@ -495,13 +535,39 @@ static bc_status gather_hp(bc_ctx *ctx, const char *fn, bc_comm *comm, const bc_
       int64_t pad_top = p->row0[me] - p->a[me];
       if (pad_top > 0) sp.ntop = parts_of(p, jf, sp.top);
       if (p->a[me] + p->s[me] > p->row0[me] + m) sp.nbot = parts_of(p, jl, sp.bot);
-      const void *in = x->data;
       int64_t K = p->K, S = p->s[me], nbc = p->nbc, G = p->G;
       void *o = stg;
       const float *pa = pall;
-      bci_arg args[] = { BCI_ARG(in), BCI_ARG(ld), BCI_ARG(m), BCI_ARG(K), BCI_ARG(S), BCI_ARG(pad_top), BCI_ARG(o), BCI_ARG(pa),
-                         BCI_ARG(nbc), BCI_ARG(G), BCI_ARG(sp) };
-      s = launch_1d(ctx, name, S * K, stream, args, 11);
+      /* the rank's own rows: a 2D copy by the copy engine; the pad rows: the kernel */
+      size_t es = bc_dtype_size(x->dtype);
+      CUDA_MEMCPY2D cp;
+      memset(&cp, 0, sizeof cp);
+      cp.srcMemoryType = cp.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+      cp.srcDevice = (CUdeviceptr)(uintptr_t)x->data;
+      cp.srcPitch = (size_t)ld * es;
+      cp.dstDevice = (CUdeviceptr)(uintptr_t)(stg + (size_t)pad_top * (size_t)K * es);
+      cp.dstPitch = (size_t)K * es;
+      cp.WidthInBytes = (size_t)K * es;
+      cp.Height = (size_t)m;
+      CUresult cr = bci_cu.Memcpy2DAsync(&cp, (CUstream)stream);
+      if (cr != CUDA_SUCCESS) {
+        const char *en = "?";
+        bci_cu.GetErrorName(cr, &en);
+        s = bci_fail(ctx, BC_ERR_CUDA, "%s: copying the rank's rows into its slab (cuMemcpy2DAsync) failed: %s", fn, en);
+      }
+      bci_arg args[] = { BCI_ARG(m), BCI_ARG(K), BCI_ARG(S), BCI_ARG(pad_top), BCI_ARG(o), BCI_ARG(pa), BCI_ARG(nbc), BCI_ARG(G),
+                         BCI_ARG(sp) };
+      const bci_kernel *k;
+      if (s == BC_OK && (s = bci_kernel_get(ctx, name, &k)) == BC_OK) {
+        /* about 4 blocks per SM: each block first copies the part lists to shared memory */
+        char arch[16];
+        int sms = 132;
+        if (bci_cuda_device(ctx, arch, &sms) != BC_OK) sms = 132;
+        int64_t cap = 4 * (int64_t)sms, gx = cdiv(K, k->launch.threads), gy, npad = S - m;
+        if (gx > cap) gx = cap;
+        gy = npad < cap / gx ? npad : cap / gx;
+        s = bci_run(ctx, NULL, k, (unsigned)gx, (unsigned)(gy > 0 ? gy : 1), 1, (unsigned)k->launch.threads, 0, stream, args, 9);
+      }
       xs = (bc_tensor){ stg, x->dtype, S, K, K };
     }
     bc_qtensor q = { f, p->s[me], p->K, NULL, NULL, NULL, NULL, out->amax, out->scale, 0, 0, 0, 0 };
@@ -570,13 +636,8 @@ static bc_status gather_hp(bc_ctx *ctx, const char *fn, bc_comm *comm, const bc_
     }
   }
   if (s == BC_OK && p->derived) {
-    /* the columnwise data: the transpose of the gathered rowwise data (one source: all rows) */
-    psrc t;
-    memset(&t, 0, sizeof t);
-    t.nranks = 1;
-    t.row0[1] = p->M;
-    t.s[0] = p->M;
-    s = place(ctx, p, out->columnwise_data, pdir_of(f, BC_COLUMNWISE, 0, 0), 0, R, pdir_of(f, BC_ROWWISE, 0, 0), &t, stream);
+    /* the columnwise data: the transpose of the gathered rowwise data */
+    s = transpose(ctx, p, R, out->columnwise_data, stream);
   }
   bci_ws_free(ws, stream);
   return s;
@@ -672,6 +733,7 @@ static bc_status gq_checks(bc_ctx *ctx, const char *fn, bc_comm *comm, const bc_
     if ((s = dry_cast(ctx, &xl, &t)) != BC_OK) return bci_fail(ctx, s, "%s: xq: %s", fn, bc_last_error(ctx));
   }
   const bci_kernel *k;
+  if (p->derived && (s = bci_kernel_get(ctx, "bc_comm_transpose", &k)) != BC_OK) return s;
   return bci_kernel_get(ctx, "bc_comm_place", &k);
 }
 
@@ -801,12 +863,7 @@ bc_status bc_all_gather_quantized(bc_ctx *ctx, bc_comm *comm, const bc_qtensor *
     }
   }
   if (s == BC_OK && p->derived) {
-    psrc t;
-    memset(&t, 0, sizeof t);
-    t.nranks = 1;
-    t.row0[1] = p->M;
-    t.s[0] = p->M;
-    s = place(ctx, p, out->columnwise_data, pdir_of(f, BC_COLUMNWISE, 0, 0), 0, R, pdir_of(f, BC_ROWWISE, 0, 0), &t, stream);
+    s = transpose(ctx, p, R, out->columnwise_data, stream);
   }
   bci_ws_free(ws, stream);
   free(p);

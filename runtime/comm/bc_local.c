@@ -123,7 +123,7 @@ static bc_status rendezvous(bc_ctx *ctx, bc_comm *c, const char *fn, const slot 
       if (pthread_cond_timedwait(&h->cv, &h->mu, &dl) == ETIMEDOUT && h->gen == g && !h->broken) {
         h->broken = 1;
         snprintf(h->why, sizeof h->why,
-                 "rank %d waited %.0f s in %s for the other ranks (%d of %d arrived); every rank must make the same "
+                 "rank %d waited %g s in %s for the other ranks (%d of %d arrived); every rank must make the same "
                  "collective calls in the same order (BLOCKCAST_COMM_TIMEOUT sets the wait)",
                  c->rank, t, fn, h->arrived, h->size);
         pthread_cond_broadcast(&h->cv);

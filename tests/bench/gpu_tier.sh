@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU tier in one call on the GPU machine: 21-gpu-cvt-selftest, 23-gpu-delayed, 20-gpu-fp8-tensor,
-# 22-gpu-block (split over 4 processes by format) and 24-gpu-list (2 processes), each log kept, a
-# summary printed last.
+# 25-gpu-comm, 22-gpu-block (split over 4 processes by format) and 24-gpu-list (2 processes), each
+# log kept, a summary printed last.
 #   tests/bench/gpu_tier.sh BINDIR LOGDIR
 # BINDIR holds the test binaries: build/dev (made by `make -f runtime/build.mk dev`: the tests
 # linked against libblockcast.so) plus build/tests/21-gpu-cvt-selftest.t (static: it uses the
@@ -25,7 +25,8 @@ for i in "${!lgroups[@]}"; do
 done
 ("$bin/21-gpu-cvt-selftest.t" > "$out/21-gpu-cvt-selftest.log" 2>&1; echo "rc $?" >> "$out/21-gpu-cvt-selftest.log"
  "$bin/23-gpu-delayed.t" > "$out/23-gpu-delayed.log" 2>&1; echo "rc $?" >> "$out/23-gpu-delayed.log"
- "$bin/20-gpu-fp8-tensor.t" > "$out/20-gpu-fp8-tensor.log" 2>&1; echo "rc $?" >> "$out/20-gpu-fp8-tensor.log") &
+ "$bin/20-gpu-fp8-tensor.t" > "$out/20-gpu-fp8-tensor.log" 2>&1; echo "rc $?" >> "$out/20-gpu-fp8-tensor.log"
+ "$bin/25-gpu-comm.t" > "$out/25-gpu-comm.log" 2>&1; echo "rc $?" >> "$out/25-gpu-comm.log") &
 pids+=($!)
 wait "${pids[@]}"
 status=0

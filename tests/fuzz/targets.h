@@ -111,7 +111,7 @@ static inline int fuzz_args_one(const uint8_t *d, size_t n) {
   bc_format bogus;
   memset(&bogus, 0, sizeof bogus);
   for (int iter = 0; iter < 8 && r.n; iter++) {
-    unsigned op = (unsigned)fz_u64(&r, 1) % 14;
+    unsigned op = (unsigned)fz_u64(&r, 1) % 15;
     bc_tensor x = { fz_ptr(&r, host), (bc_dtype)((int)fz_u64(&r, 1) % 5 - 1), fz_dim(&r), fz_dim(&r), fz_dim(&r) };
     unsigned fsel = (unsigned)fz_u64(&r, 1) % 9;
     const bc_format *fmt = fsel < 8 ? fmts[fsel] : &bogus;
@@ -242,6 +242,30 @@ static inline int fuzz_args_one(const uint8_t *d, size_t n) {
         }
         break;
       }
+      }
+      break;
+    }
+    case 13: {
+      /* collectives on a one-rank local communicator (no peer to wait for): the byte formula
+       * with any rank count and rows, the calls' argument checks (without a GPU they end in
+       * argument errors or the missing driver), NCCL id strings */
+      static bc_comm *one;
+      if (!one && bc_comm_create_local(ctx, 1, &one) != BC_OK) break;
+      int64_t rows[70];
+      int W = (int)(fz_u64(&r, 1) % 70) - 2;
+      for (int i = 0; i < 70; i++) rows[i] = (int64_t)fz_u64(&r, 2) - 16;
+      int dirs = (int)(fz_u64(&r, 1) % 5) - 1, rank = (int)(fz_u64(&r, 1) % 72) - 1;
+      uint64_t bytes = 0;
+      int64_t r1[1] = { x.rows };
+      bc_comm_id id;
+      switch ((flags >> 5) & 7) {
+      case 0: s = bc_all_gather_bytes(ctx, fmt, W, (flags & 16) ? NULL : rows, x.cols, dirs, rank, &bytes); break;
+      case 1: s = bc_all_gather(ctx, one, &x, (flags & 16) ? rows : r1, &q, NULL); break;
+      case 2: s = bc_all_gather_quantized(ctx, one, &q, (flags & 16) ? rows : r1, &q, NULL); break;
+      case 3: s = bc_quantize_comm(ctx, one, &x, &q, NULL); break;
+      case 4: s = bc_quantize_list_comm(ctx, one, (int64_t)(fz_u64(&r, 1) % 4) - 1, &x, &q, NULL); break;
+      case 5: s = bc_amax_allreduce(ctx, one, fz_ptr(&r, host + 32768), (int64_t)(fz_u64(&r, 1) % 4) - 1, NULL); break;
+      default: s = bc_comm_id_from_string(ctx, str, &id); break;
       }
       break;
     }

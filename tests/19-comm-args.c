@@ -2,6 +2,7 @@
  * form, the argument checks of bc_comm_create_nccl / bc_comm_bootstrap (made before NCCL is
  * opened or a GPU is asked for), the bootstrap's env and file paths failing with messages that
  * name what was wrong. Passes with or without libnccl.so.2 and a GPU; nothing crashes. */
+#include <pthread.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,6 +26,126 @@ static int is_hex256(const char *s) {
   for (int i = 0; i < 256; i++)
     if (!strchr("0123456789abcdef", s[i])) return 0;
   return 1;
+}
+
+
+/* ---- the local transport and the collectives' checks, without a GPU ---- */
+
+typedef struct rk {
+  bc_comm *comm;
+  int64_t n;
+  bc_status s;
+  char err[1024];
+} rk;
+
+static void *allreduce_rank(void *p) {
+  rk *r = p;
+  r->s = bc_amax_allreduce(ctx, r->comm, (float *)(uintptr_t)256, r->n, NULL);
+  snprintf(r->err, sizeof r->err, "%s", bc_last_error(ctx));
+  return NULL;
+}
+
+static void local_and_collectives(void) {
+  bc_comm *c[64];
+  ERR_HAS(bc_comm_create_local(ctx, 0, c), BC_ERR_ARG, "nranks is 0; expected 1 to 64 ranks", "create_local 0 ranks");
+  ERR_HAS(bc_comm_create_local(ctx, 65, c), BC_ERR_ARG, "expected 1 to 64 ranks", "create_local 65 ranks");
+  ERR_HAS(bc_comm_create_local(ctx, 2, NULL), BC_ERR_ARG, "'comms' is NULL", "create_local NULL comms");
+  is_int(bc_comm_create_local(NULL, 2, c), BC_ERR_ARG, "NULL ctx: create_local");
+  is_int(bc_comm_create_local(ctx, 3, c), BC_OK, "create_local 3 ranks");
+  bc_comm_info info;
+  is_int(bc_comm_get_info(ctx, c[2], &info), BC_OK, "get_info");
+  ok(info.transport == BC_TRANSPORT_LOCAL && info.rank == 2 && info.size == 3 && info.bytes_sent == 0 && info.collectives == 0,
+     "local rank 2 of 3, nothing sent yet");
+  ERR_HAS(bc_comm_get_info(ctx, NULL, &info), BC_ERR_ARG, "'comm' is NULL", "get_info NULL comm");
+  for (int r = 0; r < 3; r++) bc_comm_destroy(c[r]);
+  bc_comm_destroy(NULL);
+
+  /* the collectives' own checks (no rendezvous needed to fail them) */
+  bc_comm_create_local(ctx, 1, c);
+  const bc_format *f8, *mx;
+  bc_format_get(ctx, "fp8_e4m3_tensor", &f8);
+  bc_format_get(ctx, "mxfp8_e4m3", &mx);
+  float *fake = (float *)(uintptr_t)256;
+  ERR_HAS(bc_amax_allreduce(ctx, NULL, fake, 1, NULL), BC_ERR_ARG, "'comm' is NULL", "amax_allreduce NULL comm");
+  ERR_HAS(bc_amax_allreduce(ctx, c[0], fake, -1, NULL), BC_ERR_ARG, "n is -1", "amax_allreduce n < 0");
+  ERR_HAS(bc_amax_allreduce(ctx, c[0], NULL, 2, NULL), BC_ERR_ARG, "'amax' is NULL or misaligned", "amax_allreduce NULL amax");
+  is_int(bc_amax_allreduce(ctx, c[0], NULL, 0, NULL), BC_OK, "amax_allreduce n = 0 does nothing");
+  bc_tensor x = { fake, BC_BF16, 4, 64, 0 };
+  int64_t rows1[1] = { 4 };
+  bc_qtensor q = { mx, 4, 64, fake, fake, NULL, NULL, NULL, NULL, 0, 0, 0, 0 };
+  ERR_HAS(bc_all_gather(ctx, NULL, &x, rows1, &q, NULL), BC_ERR_ARG, "'comm' is NULL", "all_gather NULL comm");
+  ERR_HAS(bc_all_gather(ctx, c[0], NULL, rows1, &q, NULL), BC_ERR_ARG, "'x' is NULL", "all_gather NULL x");
+  ERR_HAS(bc_all_gather(ctx, c[0], &x, NULL, &q, NULL), BC_ERR_ARG, "'rows' is NULL", "all_gather NULL rows");
+  int64_t bad_rows[1] = { 5 };
+  ERR_HAS(bc_all_gather(ctx, c[0], &x, bad_rows, &q, NULL), BC_ERR_ARG, "x is [4, 64] but rank 0 holds rows[0] = 5 rows",
+          "all_gather rows disagree with x");
+  int64_t neg_rows[1] = { -1 };
+  ERR_HAS(bc_all_gather(ctx, c[0], &x, neg_rows, &q, NULL), BC_ERR_ARG, "rows[0] is -1", "all_gather negative rows");
+  bc_qtensor q0 = q;
+  q0.rowwise_data = NULL;
+  ERR_HAS(bc_all_gather(ctx, c[0], &x, rows1, &q0, NULL), BC_ERR_ARG, "out has no direction", "all_gather no direction");
+  bc_qtensor qs = q;
+  qs.stochastic_rounding = 1;
+  ERR_HAS(bc_all_gather(ctx, c[0], &x, rows1, &qs, NULL), BC_ERR_UNSUPPORTED, "stochastic_rounding", "all_gather SR unsupported");
+  bc_qtensor qr = q;
+  qr.rows = 8;
+  ERR_HAS(bc_all_gather(ctx, c[0], &x, rows1, &qr, NULL), BC_ERR_ARG, "out has 8 rows but the ranks' rows sum to 4",
+          "all_gather out rows");
+  ERR_HAS(bc_all_gather_quantized(ctx, c[0], NULL, rows1, &q, NULL), BC_ERR_ARG, "'xq' is NULL", "all_gather_quantized NULL xq");
+  bc_qtensor xq = { f8, 4, 64, fake, fake, NULL, NULL, fake, fake, 0, 0, 0, 0 };
+  ERR_HAS(bc_all_gather_quantized(ctx, c[0], &xq, rows1, &q, NULL), BC_ERR_ARG, "xq's format is not out's",
+          "all_gather_quantized format mismatch");
+  ERR_HAS(bc_quantize_comm(ctx, NULL, &x, &q, NULL), BC_ERR_ARG, "'comm' is NULL", "quantize_comm NULL comm");
+  ERR_HAS(bc_quantize_comm(ctx, c[0], NULL, &q, NULL), BC_ERR_ARG, "'x' is NULL", "quantize_comm NULL x");
+  ERR_HAS(bc_quantize_list_comm(ctx, c[0], -2, &x, &q, NULL), BC_ERR_ARG, "n is -2", "quantize_list_comm n < 0");
+  ERR_HAS(bc_quantize_list_comm(ctx, c[0], 2, NULL, &q, NULL), BC_ERR_ARG, "'x' is NULL", "quantize_list_comm NULL x");
+  bc_qtensor ql[2] = { q, q };
+  ql[1].format = f8; /* per-tensor: needs an amax for the reduction */
+  ERR_HAS(bc_quantize_list_comm(ctx, c[0], 2, (bc_tensor[2]){ x, x }, ql, NULL), BC_ERR_ARG, "bc_quantize_list_comm: tensor 1: q->amax is NULL",
+          "quantize_list_comm names the entry");
+  bc_comm_destroy(c[0]);
+
+  /* bc_all_gather_bytes: the formula on small cases worked by hand */
+  uint64_t b = 0;
+  int64_t r2[2] = { 3, 5 };
+  is_int(bc_all_gather_bytes(ctx, f8, 2, r2, 4, BC_ROWWISE, 0, &b), BC_OK, "all_gather_bytes fp8 tensor");
+  is_int(b, 4 + 3 * 4, "fp8 per-tensor rowwise, rank 0 of [3 | 5] x 4: the amax + 3 rows of 4 bytes");
+  is_int(bc_all_gather_bytes(ctx, f8, 2, r2, 4, BC_ROWWISE | BC_COLUMNWISE, 1, &b), BC_OK, "all_gather_bytes fp8 both");
+  is_int(b, 4 + 5 * 4, "fp8 per-tensor both, rank 1: the columnwise copy is built locally (nothing more sent)");
+  int64_t r64[2] = { 64, 64 };
+  is_int(bc_all_gather_bytes(ctx, mx, 2, r64, 64, BC_ROWWISE, 0, &b), BC_OK, "all_gather_bytes mxfp8 rowwise");
+  is_int(b, 64 * 64 + 63 * 4 + 2, "mxfp8 rowwise 64 rows x 64: data + scales [64 x 2] stored with 4 columns, up to the last valid");
+  int64_t r40[2] = { 40, 88 };
+  is_int(bc_all_gather_bytes(ctx, mx, 2, r40, 64, BC_COLUMNWISE, 0, &b), BC_OK, "all_gather_bytes mxfp8 columnwise, cut blocks");
+  /* 32x1 blocks: rows 40 cut the block [32, 64); boundary amaxes 2 x 64 fp32; slab [0, 64): its
+   * row-major columnwise rows (40 of them travel) and scales [2 block rows x 64], transposed
+   * order: stored [2 (pad 4)][64 (pad 128)]: up to the last valid entry (1 * 128 + 64) */
+  is_int(b, 2 * 64 * 4 + 40 * 64 + (128 + 64), "... = boundary amaxes + the rank's rows + the slab's scales");
+  ERR_HAS(bc_all_gather_bytes(ctx, mx, 2, r40, 64, 4, 0, &b), BC_ERR_ARG, "directions is 4", "all_gather_bytes bad directions");
+  ERR_HAS(bc_all_gather_bytes(ctx, mx, 2, r40, 64, 1, 2, &b), BC_ERR_ARG, "rank 2 of 2 ranks", "all_gather_bytes bad rank");
+
+  /* a call that disagrees across ranks fails on every rank naming both (no GPU needed: the
+   * rendezvous compares before any device work) */
+  bc_comm_create_local(ctx, 2, c);
+  rk a[2] = { { c[0], 1, 0, "" }, { c[1], 2, 0, "" } };
+  pthread_t th[2];
+  for (int r = 0; r < 2; r++) pthread_create(&th[r], NULL, allreduce_rank, &a[r]);
+  for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  ok(a[0].s == BC_ERR_ARG && a[1].s == BC_ERR_ARG && strstr(a[0].err, "n=1") && strstr(a[0].err, "n=2") && strstr(a[1].err, "n=2"),
+     "bc_amax_allreduce with n = 1 on rank 0 and n = 2 on rank 1: both fail naming both (%s)", a[0].err);
+  for (int r = 0; r < 2; r++) bc_comm_destroy(c[r]);
+
+  /* a rank that never comes: the others time out, and the communicator refuses later calls */
+  setenv("BLOCKCAST_COMM_TIMEOUT", "0.2", 1);
+  bc_comm_create_local(ctx, 2, c);
+  rk lone = { c[0], 1, 0, "" };
+  allreduce_rank(&lone);
+  ok(lone.s == BC_ERR_UNAVAILABLE && strstr(lone.err, "waited 0 s") == NULL && strstr(lone.err, "for the other ranks (1 of 2 arrived)"),
+     "a rank alone at a rendezvous times out: %s", lone.err);
+  allreduce_rank(&lone);
+  ok(lone.s == BC_ERR_UNAVAILABLE && strstr(lone.err, "unusable since an earlier failure"), "later calls are refused: %s", lone.err);
+  unsetenv("BLOCKCAST_COMM_TIMEOUT");
+  for (int r = 0; r < 2; r++) bc_comm_destroy(c[r]);
 }
 
 int main(void) {
@@ -142,6 +263,7 @@ int main(void) {
   }
   rmdir(dir);
 
+  local_and_collectives();
   bc_ctx_destroy(ctx);
   return done_testing();
 }
