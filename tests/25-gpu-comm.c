@@ -849,6 +849,20 @@ static void nccl_one_rank(void) {
     bc_format_get_info(ctx, c.f, &c.info);
     gather_case(&c, &nc, i == 0 ? 300 : 0, i == 0 ? "(NCCL, stream held 300 ms: no host sync)" : "(NCCL)");
   }
+  /* the agreement check over NCCL (BLOCKCAST_COMM_CHECK=1 at creation): a signature all-gather */
+  setenv("BLOCKCAST_COMM_CHECK", "1", 1);
+  bc_comm *nc2 = NULL;
+  unlink(path);
+  s = bc_comm_bootstrap(ctx, path, 1, 0, 10.0, &nc2);
+  unlink(path);
+  unsetenv("BLOCKCAST_COMM_CHECK");
+  if (ok(s == BC_OK, "an NCCL communicator with BLOCKCAST_COMM_CHECK=1: %s", s == BC_OK ? "ok" : bc_last_error(ctx))) {
+    gcase c2 = { .dt = BC_FP16, .K = 128, .W = 1, .rows = { 77 }, .dirs = 3, .split = "NCCL, checked" };
+    bc_format_get(ctx, "mxfp8_e4m3", &c2.f);
+    bc_format_get_info(ctx, c2.f, &c2.info);
+    gather_case(&c2, &nc2, 0, "(NCCL with the agreement check)");
+    bc_comm_destroy(nc2);
+  }
   bc_comm *lc[1];
   bc_comm_create_local(ctx, 1, lc);
   gcase c = { .dt = BC_FP32, .K = 64, .W = 1, .rows = { 96 }, .dirs = 3, .split = "local, 1 rank" };
