@@ -416,6 +416,78 @@ static int parts_of(const plan *p, int64_t j, int32_t *out) {
   return n;
 }
 
+/* What one rank sends and where the pieces land: its rows of rowwise data (and of MXFP8's
+ * row-major columnwise data) gathered in place of the output (or of R, the rowwise data the
+ * columnwise copy is transposed from), and its slab's block scales and transposed columnwise
+ * data gathered side by side into all_* (rank r's at the sum of the sizes before it). */
+typedef struct pieces {
+  const void *row, *col;             /* this rank's rows: rowwise, row-major columnwise data */
+  unsigned char *R;                  /* the whole rowwise data */
+  const void *rs, *cd, *cs;          /* this rank's slab: rowwise scales, columnwise data and scales */
+  const size_t *rs_size, *cs_size;   /* per rank: the slab buffers (their places in all_*) ... */
+  const size_t *rs_send, *cs_send;   /* ... and what of them travels */
+  unsigned char *all_rs, *all_cd, *all_cs;
+  int swizzled;                      /* the slabs' scales are in the 128x4 swizzle (a quantized input) */
+} pieces;
+
+/* The payload in one group (every rank takes part whatever s says, so that no rank is left
+ * waiting; a failure keeps its first message), then the assembly of out from the pieces. */
+static bc_status gather_and_assemble(bc_ctx *ctx, bc_comm *comm, const char *sig, bc_status s, const plan *p, bc_qtensor *out,
+                                     const pieces *pc, void *stream) {
+  const bc_format *f = p->f;
+  size_t off_row[BCI_PLACE_MAX_RANKS], len_row[BCI_PLACE_MAX_RANKS], off_col[BCI_PLACE_MAX_RANKS], len_col[BCI_PLACE_MAX_RANKS];
+  size_t off_rs[BCI_PLACE_MAX_RANKS], off_cd[BCI_PLACE_MAX_RANKS], off_cs[BCI_PLACE_MAX_RANKS];
+  for (int r = 0; r < p->W; r++) {
+    off_row[r] = (size_t)p->row0[r] * p->rb;
+    len_row[r] = (size_t)(p->row0[r + 1] - p->row0[r]) * p->rb;
+    off_col[r] = (size_t)p->row0[r] * p->cb;
+    len_col[r] = (size_t)(p->row0[r + 1] - p->row0[r]) * p->cb;
+  }
+  offsets(p, pc->rs_size, off_rs);
+  offsets(p, p->cd, off_cd);
+  offsets(p, pc->cs_size, off_cs);
+  bci_gather_job jobs[5];
+  int nj = 0;
+  if (p->comp_row) jobs[nj++] = (bci_gather_job){ pc->row, pc->R, off_row, len_row };
+  if (p->col_direct) jobs[nj++] = (bci_gather_job){ pc->col, out->columnwise_data, off_col, len_col };
+  if (sum(p, pc->rs_size)) jobs[nj++] = (bci_gather_job){ pc->rs, pc->all_rs, off_rs, pc->rs_send };
+  if (sum(p, p->cd)) jobs[nj++] = (bci_gather_job){ pc->cd, pc->all_cd, off_cd, p->cd };
+  if (sum(p, pc->cs_size)) jobs[nj++] = (bci_gather_job){ pc->cs, pc->all_cs, off_cs, pc->cs_send };
+  char sg[BCI_COMM_SIG];
+  snprintf(sg, sizeof sg, "%.200s [payload]", sig);
+  bc_status sp = bci_comm_gatherv(ctx, comm, sg, nj, jobs, stream);
+  if (s == BC_OK) s = sp;
+  if (s == BC_OK && f->block != BC_BLOCK_TENSOR) {
+    psrc t;
+    const int sw = pc->swizzled;
+    if (p->want_row) {
+      slab_sources(p, pc->rs_size, &t);
+      s = place(ctx, p, out->rowwise_scale_inv, pdir_of(f, BC_ROWWISE, 1, out->scale_swizzled), 1, pc->all_rs,
+                pdir_of(f, BC_ROWWISE, 1, sw), &t, stream);
+    }
+    if (s == BC_OK && p->want_col && f->block == BC_BLOCK_1D) {
+      if (!p->col_direct) {
+        slab_sources(p, p->cd, &t);
+        s = place(ctx, p, out->columnwise_data, pdir_of(f, BC_COLUMNWISE, 0, 0), 0, pc->all_cd, pdir_of(f, BC_COLUMNWISE, 0, 0), &t,
+                  stream);
+      }
+      slab_sources(p, pc->cs_size, &t);
+      if (s == BC_OK)
+        s = place(ctx, p, out->columnwise_scale_inv, pdir_of(f, BC_COLUMNWISE, 1, out->scale_swizzled), 1, pc->all_cs,
+                  pdir_of(f, BC_COLUMNWISE, 1, sw), &t, stream);
+    }
+    if (s == BC_OK && p->want_col && f->block == BC_BLOCK_2D) {
+      /* 2D blocks: the columnwise scales are the rowwise ones */
+      slab_sources(p, pc->rs_size, &t);
+      s = place(ctx, p, out->columnwise_scale_inv, pdir_of(f, BC_COLUMNWISE, 1, out->scale_swizzled), 1, pc->all_rs,
+                pdir_of(f, BC_ROWWISE, 1, sw), &t, stream);
+    }
+  }
+  /* per-tensor and 2D formats: the columnwise data is the transpose of the gathered rowwise data */
+  if (s == BC_OK && p->derived) s = transpose(ctx, p, pc->R, out->columnwise_data, stream);
+  return s;
+}
+
 /* the checks of bc_all_gather before any communication (the plan included) */
 static bc_status gather_checks(bc_ctx *ctx, const char *fn, bc_comm *comm, const bc_tensor *x, const int64_t *rows,
                                bc_qtensor *out, plan *p, int64_t *ld) {
@@ -582,63 +654,11 @@ static bc_status gather_hp(bc_ctx *ctx, const char *fn, bc_comm *comm, const bc_
     }
     if (s == BC_OK) s = bci_quantize_cast(ctx, NULL, &xs, &q, stream);
   }
-  /* 4. the payload, in one group */
-  size_t off_row[BCI_PLACE_MAX_RANKS], len_row[BCI_PLACE_MAX_RANKS], off_col[BCI_PLACE_MAX_RANKS], len_col[BCI_PLACE_MAX_RANKS];
-  size_t off_rs[BCI_PLACE_MAX_RANKS], off_cd[BCI_PLACE_MAX_RANKS], off_cs[BCI_PLACE_MAX_RANKS];
-  for (int r = 0; r < p->W; r++) {
-    off_row[r] = (size_t)p->row0[r] * p->rb;
-    len_row[r] = (size_t)(p->row0[r + 1] - p->row0[r]) * p->rb;
-    off_col[r] = (size_t)p->row0[r] * p->cb;
-    len_col[r] = (size_t)(p->row0[r + 1] - p->row0[r]) * p->cb;
-  }
-  offsets(p, p->rs, off_rs);
-  offsets(p, p->cd, off_cd);
-  offsets(p, p->cs, off_cs);
-  bci_gather_job jobs[5];
-  int nj = 0;
-  if (p->comp_row) jobs[nj++] = (bci_gather_job){ R + off_row[me], R, off_row, len_row };
-  if (p->col_direct) {
-    unsigned char *C = out->columnwise_data;
-    jobs[nj++] = (bci_gather_job){ C + off_col[me], C, off_col, len_col };
-  }
-  if (g_rs) jobs[nj++] = (bci_gather_job){ my_rs, all_rs, off_rs, p->rs_send };
-  if (g_cd) jobs[nj++] = (bci_gather_job){ my_cd, all_cd, off_cd, p->cd };
-  if (g_cs) jobs[nj++] = (bci_gather_job){ my_cs, all_cs, off_cs, p->cs_send };
-  char sg[BCI_COMM_SIG];
-  snprintf(sg, sizeof sg, "%.200s [payload]", sig);
-  /* a rank that failed above still takes part (its pieces are not sent correctly, but no rank
-   * is left waiting); its own failure is what it returns */
-  bc_status sp = bci_comm_gatherv(ctx, comm, sg, nj, jobs, stream);
-  if (s == BC_OK) s = sp;
-  /* 5. assemble the outputs */
-  if (s == BC_OK && f->block != BC_BLOCK_TENSOR) {
-    psrc t;
-    if (p->want_row) {
-      slab_sources(p, p->rs, &t);
-      s = place(ctx, p, out->rowwise_scale_inv, pdir_of(f, BC_ROWWISE, 1, out->scale_swizzled), 1, all_rs,
-                pdir_of(f, BC_ROWWISE, 1, 0), &t, stream);
-    }
-    if (s == BC_OK && p->want_col && f->block == BC_BLOCK_1D) {
-      if (!p->col_direct) {
-        slab_sources(p, p->cd, &t);
-        s = place(ctx, p, out->columnwise_data, pdir_of(f, BC_COLUMNWISE, 0, 0), 0, all_cd, pdir_of(f, BC_COLUMNWISE, 0, 0), &t,
-                  stream);
-      }
-      slab_sources(p, p->cs, &t);
-      if (s == BC_OK)
-        s = place(ctx, p, out->columnwise_scale_inv, pdir_of(f, BC_COLUMNWISE, 1, out->scale_swizzled), 1, all_cs,
-                  pdir_of(f, BC_COLUMNWISE, 1, 0), &t, stream);
-    }
-    if (s == BC_OK && p->want_col && f->block == BC_BLOCK_2D) {
-      slab_sources(p, p->rs, &t);
-      s = place(ctx, p, out->columnwise_scale_inv, pdir_of(f, BC_COLUMNWISE, 1, out->scale_swizzled), 1, all_rs,
-                pdir_of(f, BC_ROWWISE, 1, 0), &t, stream);
-    }
-  }
-  if (s == BC_OK && p->derived) {
-    /* the columnwise data: the transpose of the gathered rowwise data */
-    s = transpose(ctx, p, R, out->columnwise_data, stream);
-  }
+  /* 4. the payload, in one group, and 5. the assembly */
+  pieces pc = { R + (size_t)p->row0[me] * p->rb,
+                p->col_direct ? (unsigned char *)out->columnwise_data + (size_t)p->row0[me] * p->cb : NULL, R, my_rs, my_cd, my_cs,
+                p->rs, p->cs, p->rs_send, p->cs_send, all_rs, all_cd, all_cs, 0 };
+  s = gather_and_assemble(ctx, comm, sig, s, p, out, &pc, stream);
   bci_ws_free(ws, stream);
   return s;
 }
@@ -816,55 +836,9 @@ bc_status bc_all_gather_quantized(bc_ctx *ctx, bc_comm *comm, const bc_qtensor *
       s = m > 0 ? bci_copy32(ctx, NULL, si, outs[d], 1, stream) : bci_compute_scale(ctx, NULL, f, out->amax, out->scale, outs[d], stream);
     }
   }
-  size_t off_row[BCI_PLACE_MAX_RANKS], len_row[BCI_PLACE_MAX_RANKS], off_col[BCI_PLACE_MAX_RANKS], len_col[BCI_PLACE_MAX_RANKS];
-  size_t off_rs[BCI_PLACE_MAX_RANKS], off_cd[BCI_PLACE_MAX_RANKS], off_cs[BCI_PLACE_MAX_RANKS];
-  for (int r = 0; r < p->W; r++) {
-    off_row[r] = (size_t)p->row0[r] * p->rb;
-    len_row[r] = (size_t)rows[r] * p->rb;
-    off_col[r] = (size_t)p->row0[r] * p->cb;
-    len_col[r] = (size_t)rows[r] * p->cb;
-  }
-  offsets(p, rs, off_rs);
-  offsets(p, p->cd, off_cd);
-  offsets(p, cs, off_cs);
-  bci_gather_job jobs[5];
-  int nj = 0;
-  if (p->comp_row) jobs[nj++] = (bci_gather_job){ xq->rowwise_data, R, off_row, len_row };
-  if (p->col_direct) jobs[nj++] = (bci_gather_job){ xq->columnwise_data, out->columnwise_data, off_col, len_col };
-  if (g_rs) jobs[nj++] = (bci_gather_job){ xq->rowwise_scale_inv, all_rs, off_rs, rs_send };
-  if (g_cd) jobs[nj++] = (bci_gather_job){ xq->columnwise_data, all_cd, off_cd, p->cd };
-  if (g_cs) jobs[nj++] = (bci_gather_job){ xq->columnwise_scale_inv, all_cs, off_cs, cs_send };
-  char sg[BCI_COMM_SIG];
-  snprintf(sg, sizeof sg, "%.200s [payload]", sig);
-  bc_status sp = bci_comm_gatherv(ctx, comm, sg, nj, jobs, stream);
-  if (s == BC_OK) s = sp;
-  if (s == BC_OK && f->block != BC_BLOCK_TENSOR) {
-    psrc t;
-    if (p->want_row) {
-      slab_sources(p, rs, &t);
-      s = place(ctx, p, out->rowwise_scale_inv, pdir_of(f, BC_ROWWISE, 1, out->scale_swizzled), 1, all_rs,
-                pdir_of(f, BC_ROWWISE, 1, xs), &t, stream);
-    }
-    if (s == BC_OK && p->want_col && f->block == BC_BLOCK_1D) {
-      if (!p->col_direct) {
-        slab_sources(p, p->cd, &t);
-        s = place(ctx, p, out->columnwise_data, pdir_of(f, BC_COLUMNWISE, 0, 0), 0, all_cd, pdir_of(f, BC_COLUMNWISE, 0, 0), &t,
-                  stream);
-      }
-      slab_sources(p, cs, &t);
-      if (s == BC_OK)
-        s = place(ctx, p, out->columnwise_scale_inv, pdir_of(f, BC_COLUMNWISE, 1, out->scale_swizzled), 1, all_cs,
-                  pdir_of(f, BC_COLUMNWISE, 1, xs), &t, stream);
-    }
-    if (s == BC_OK && p->want_col && f->block == BC_BLOCK_2D) {
-      slab_sources(p, rs, &t);
-      s = place(ctx, p, out->columnwise_scale_inv, pdir_of(f, BC_COLUMNWISE, 1, out->scale_swizzled), 1, all_rs,
-                pdir_of(f, BC_ROWWISE, 1, xs), &t, stream);
-    }
-  }
-  if (s == BC_OK && p->derived) {
-    s = transpose(ctx, p, R, out->columnwise_data, stream);
-  }
+  pieces pc = { xq->rowwise_data, xq->columnwise_data, R, xq->rowwise_scale_inv, xq->columnwise_data, xq->columnwise_scale_inv, rs, cs,
+                rs_send, cs_send, all_rs, all_cd, all_cs, xs };
+  s = gather_and_assemble(ctx, comm, sig, s, p, out, &pc, stream);
   bci_ws_free(ws, stream);
   free(p);
   return s;

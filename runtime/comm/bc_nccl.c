@@ -230,6 +230,16 @@ static bc_status rank_args(bc_ctx *ctx, const char *fn, int nranks, int rank) {
   return BC_OK;
 }
 
+/* a bc_comm over nc (owned: destroyed with it) */
+static void nccl_comm_fill(bc_comm *c, ncclComm_t nc, int rank, int size, int owns) {
+  c->transport = BC_TRANSPORT_NCCL;
+  c->rank = rank;
+  c->size = size;
+  c->nccl = nc;
+  c->owns_nccl = owns;
+  c->check = comm_check_env();
+}
+
 bc_status bc_comm_create_nccl(bc_ctx *ctx, const bc_comm_id *id, int nranks, int rank, bc_comm **out) {
   if (!ctx) return BC_ERR_ARG;
   bci_clear_error(ctx);
@@ -251,12 +261,7 @@ bc_status bc_comm_create_nccl(bc_ctx *ctx, const bc_comm_id *id, int nranks, int
     free(c);
     return nccl_fail(ctx, NULL, "bc_comm_create_nccl: ncclCommInitRank", r);
   }
-  c->transport = BC_TRANSPORT_NCCL;
-  c->rank = rank;
-  c->size = nranks;
-  c->nccl = nc;
-  c->owns_nccl = 1;
-  c->check = comm_check_env();
+  nccl_comm_fill(c, nc, rank, nranks, 1);
   *out = c;
   return BC_OK;
 }
@@ -276,12 +281,7 @@ bc_status bc_comm_wrap_nccl(bc_ctx *ctx, void *nccl_comm, bc_comm **out) {
   BCI_NCCL(ctx, nc, nccl.CommUserRank(nc, &rank));
   bc_comm *c = calloc(1, sizeof *c);
   if (!c) return bci_fail(ctx, BC_ERR_NOMEM, "bc_comm_wrap_nccl: out of host memory");
-  c->transport = BC_TRANSPORT_NCCL;
-  c->rank = rank;
-  c->size = size;
-  c->nccl = nc;
-  c->owns_nccl = 0;
-  c->check = comm_check_env();
+  nccl_comm_fill(c, nc, rank, size, 0);
   *out = c;
   return BC_OK;
 }
