@@ -6,7 +6,9 @@ NVFP4, and any format written as a spec) on torch tensors.
     q = bc.quantize(x, fmt, rowwise=True, columnwise=True)   # x: a CUDA bf16/fp16/fp32 tensor
     y = bc.dequantize(q, "rowwise")                           # bf16, same shape as x's 2D view
 
-GPU operations take CUDA tensors and run on the current stream; blockcast.ref runs the CPU
+GPU operations take CUDA tensors and run on the current stream; blockcast.Comm and the
+collectives (amax_allreduce, quantize_comm, all_gather, all_gather_quantized) take a communicator
+at each call; blockcast.ref runs the CPU
 reference on numpy arrays or CPU tensors. A failed call raises BlockcastError with the
 library's status and message.
 """
@@ -17,7 +19,7 @@ from . import ref
 __version__ = "0.1.0"
 __all__ = ["BlockcastError", "Format", "Layout", "QuantizedTensor", "format", "formats", "layout", "load_spec", "ref",
            "amax", "compute_scale", "quantize", "quantize_cast", "dequantize", "scale_swizzle", "delayed_scale_update",
-           "library_path"]
+           "library_path", "Comm", "comm_id", "amax_allreduce", "quantize_comm", "all_gather", "all_gather_quantized"]
 
 try:
     import torch as _torch
@@ -26,7 +28,9 @@ except ImportError:  # the CPU reference with numpy needs no torch
 
 if _torch is not None:
     from .ops import amax, compute_scale, delayed_scale_update, dequantize, quantize, quantize_cast, scale_swizzle
+    from .comm import Comm, all_gather, all_gather_quantized, amax_allreduce, comm_id, quantize_comm
 else:
     def _needs_torch(*a, **k):
         raise ImportError("blockcast's GPU operations take torch tensors: install torch (blockcast.ref works with numpy)")
     amax = compute_scale = delayed_scale_update = dequantize = quantize = quantize_cast = scale_swizzle = _needs_torch
+    Comm = all_gather = all_gather_quantized = amax_allreduce = comm_id = quantize_comm = _needs_torch

@@ -6,7 +6,6 @@ The library is found, in order: $BLOCKCAST_LIBRARY; a copy installed beside this
 """
 import ctypes
 import os
-import threading
 
 c_int64_p = ctypes.POINTER(ctypes.c_int64)
 
@@ -127,6 +126,27 @@ bc_ref_quantize_cast = _proto("bc_ref_quantize_cast", [_P, ctypes.POINTER(Tensor
 bc_ref_dequantize = _proto("bc_ref_dequantize", [_P, ctypes.POINTER(QTensor), ctypes.c_int, ctypes.POINTER(Tensor)])
 
 
+class CommInfo(ctypes.Structure):
+    _fields_ = [("transport", ctypes.c_int), ("rank", ctypes.c_int), ("size", ctypes.c_int),
+                ("collectives", ctypes.c_uint64), ("bytes_sent", ctypes.c_uint64)]
+
+
+_PP = ctypes.POINTER(_P)
+bc_comm_id_create = _proto("bc_comm_id_create", [_P, ctypes.c_char_p])
+bc_comm_id_to_string = _proto("bc_comm_id_to_string", [_P, ctypes.c_char_p, ctypes.c_char_p])
+bc_comm_create_local = _proto("bc_comm_create_local", [_P, ctypes.c_int, _PP])
+bc_comm_bootstrap = _proto("bc_comm_bootstrap", [_P, ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_double, _PP])
+bc_comm_wrap_nccl = _proto("bc_comm_wrap_nccl", [_P, _P, _PP])
+bc_comm_destroy = _proto("bc_comm_destroy", [_P], None)
+bc_comm_get_info = _proto("bc_comm_get_info", [_P, _P, ctypes.POINTER(CommInfo)])
+bc_amax_allreduce = _proto("bc_amax_allreduce", [_P, _P, _P, _I64, _P])
+bc_quantize_comm = _proto("bc_quantize_comm", [_P, _P, ctypes.POINTER(Tensor), ctypes.POINTER(QTensor), _P])
+bc_all_gather = _proto("bc_all_gather", [_P, _P, ctypes.POINTER(Tensor), c_int64_p, ctypes.POINTER(QTensor), _P])
+bc_all_gather_quantized = _proto("bc_all_gather_quantized", [_P, _P, ctypes.POINTER(QTensor), c_int64_p,
+                                                             ctypes.POINTER(QTensor), _P])
+BC_TRANSPORTS = {1: "nccl", 2: "local"}
+
+
 def _create():
     h = _P()
     err = ctypes.create_string_buffer(4096)
@@ -136,16 +156,15 @@ def _create():
     return h
 
 
-# One context for the process. Its last-error message is per context, so a call and the read of
-# its message happen under one lock (ctypes releases the GIL during the call).
+# One context for the process. The library keeps the last error's message per thread and
+# context, so calls from several threads need no lock here (ctypes releases the GIL during a
+# call): the rank threads of a local communicator wait for each other inside the library.
 ctx = _create()
-lock = threading.Lock()
 
 
 def call(fn, *args):
-    """fn(ctx, *args) under the lock; a failure raises BlockcastError with the library's message."""
-    with lock:
-        s = fn(ctx, *args)
-        if s != BC_OK:
-            raise BlockcastError(STATUS_NAMES[s] if 0 <= s < len(STATUS_NAMES) else str(s),
-                                 bc_last_error(ctx).decode(errors="replace"))
+    """fn(ctx, *args); a failure raises BlockcastError with the library's message."""
+    s = fn(ctx, *args)
+    if s != BC_OK:
+        raise BlockcastError(STATUS_NAMES[s] if 0 <= s < len(STATUS_NAMES) else str(s),
+                             bc_last_error(ctx).decode(errors="replace"))

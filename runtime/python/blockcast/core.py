@@ -89,9 +89,8 @@ def get_format(name):
 
 def formats():
     """Every format the library knows, in load order."""
-    with C.lock:
-        n = C.bc_format_count(C.ctx)
-        hs = [C.bc_format_at(C.ctx, i) for i in range(n)]
+    n = C.bc_format_count(C.ctx)
+    hs = [C.bc_format_at(C.ctx, i) for i in range(n)]
     return [_format_from_handle(h) for h in hs]
 
 

@@ -283,10 +283,11 @@ def test_abi():
     cc = shutil.which("gcc") or shutil.which("cc")
     if not cc:
         skip("no C compiler to read the header's layout")
-    structs = {"bc_tensor": C.Tensor, "bc_qtensor": C.QTensor, "bc_format_info": C.FormatInfo, "bc_qlayout": C.QLayout}
+    structs = {"bc_tensor": C.Tensor, "bc_qtensor": C.QTensor, "bc_format_info": C.FormatInfo, "bc_qlayout": C.QLayout,
+               "bc_comm_info": C.CommInfo}
     lines = ["#include <stddef.h>", "#include <stdio.h>", "#include \"blockcast.h\"", "int main(void) {"]
     for cname, cls in structs.items():
-        lines.append(f'  printf("{cname} size %zu\\n", sizeof({cname}));')
+        lines.append(f'  printf("{cname} sizeof %zu\\n", sizeof({cname}));')
         for fname, _ in cls._fields_:
             lines.append(f'  printf("{cname} {fname} %zu\\n", offsetof({cname}, {fname}));')
     lines.append("  return 0;\n}")
@@ -300,8 +301,35 @@ def test_abi():
     for line in filter(None, out):
         cname, what, n = line.split()
         cls = structs[cname]
-        have = ctypes.sizeof(cls) if what == "size" else getattr(cls, what).offset
+        have = ctypes.sizeof(cls) if what == "sizeof" else getattr(cls, what).offset
         assert have == int(n), f"{cname}.{what}: ctypes {have}, C {n}"
+
+
+def test_comm_cpu():
+    """communicators without a GPU: a local group's ranks, closing, and the collectives' argument errors"""
+    if torch is None:
+        skip("torch is not installed (the collectives take torch tensors)")
+    comms = bc.Comm.local(3)
+    assert [c.rank for c in comms] == [0, 1, 2] and all(c.size == 3 and c.transport == "local" for c in comms)
+    assert comms[1].bytes_sent == 0 and comms[1].collectives == 0
+    assert repr(comms[2]) == "Comm(local, rank 2 of 3)"
+    for c in comms:
+        c.close()
+    assert repr(comms[0]) == "Comm(closed)"
+    raises(lambda: comms[0].rank, "BC_ERR_ARG", "closed")
+    raises(lambda: bc.Comm.local(0), "BC_ERR_ARG", "nranks is 0; expected 1 to 64 ranks")
+    (one,) = bc.Comm.local(1)
+    x = torch.zeros(4, 64, dtype=torch.bfloat16)
+    raises(lambda: bc.all_gather(x, "mxfp8_e4m3", one), "BC_ERR_ARG", "x is on cpu")
+    raises(lambda: bc.all_gather(x, "mxfp8_e4m3", "comm"), "BC_ERR_ARG", "expected a blockcast.Comm")
+    raises(lambda: bc.quantize_comm(x, "fp8_e4m3_tensor", one), "BC_ERR_ARG", "x is on cpu")
+    raises(lambda: bc.amax_allreduce(torch.zeros(3), one), "BC_ERR_ARG", "amax is on cpu")
+    try:
+        h = bc.comm_id()
+        assert len(h) == 256 and all(ch in "0123456789abcdef" for ch in h)
+    except bc.BlockcastError as e:  # no NCCL or no GPU here: a clean failure with the reason
+        assert e.status in ("BC_ERR_UNAVAILABLE", "BC_ERR_NCCL") and len(e.message) > 20, e
+    one.close()
 
 
 def test_delayed_ref():

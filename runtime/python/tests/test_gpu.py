@@ -319,5 +319,68 @@ def test_delayed_scale_update():
     same(sc, se, "compiled scale")
 
 
+def _ranks(comms, fn):
+    """fn(rank, comm) on one thread per rank, each on a stream of its own; results by rank"""
+    import threading
+    out, errs = [None] * len(comms), []
+
+    def body(r):
+        try:
+            torch.cuda.set_device(0)
+            st = torch.cuda.Stream()
+            with torch.cuda.stream(st):
+                out[r] = fn(r, comms[r])
+            st.synchronize()
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errs.append((r, e))
+
+    th = [threading.Thread(target=body, args=(r,)) for r in range(len(comms))]
+    for t in th:
+        t.start()
+    for t in th:
+        t.join()
+    assert not errs, f"rank errors: {errs}"
+    return out
+
+
+def test_collectives():
+    """the collectives from Python threads on the local transport: all_gather and
+    all_gather_quantized (unequal rows that cut blocks, a rank with none) bit-identical to quantize
+    of the whole tensor; quantize_comm with the group's amax; amax_allreduce"""
+    rows = [70, 0, 58]
+    comms = bc.Comm.local(3)
+    for name, sw in (("fp8_e4m3_tensor", False), ("mxfp8_e4m3", True), ("nvfp4", False), ("fp8_block_128x128", False)):
+        x = sample(sum(rows), 256, torch.bfloat16).to(DEV)
+        parts = list(torch.split(x, rows))
+        want = bc.quantize(x, name, rowwise=True, columnwise=True, swizzled=sw)
+        got = _ranks(comms, lambda r, c: bc.all_gather(parts[r], name, c, rows=rows, rowwise=True, columnwise=True, swizzled=sw))
+        for r in range(3):
+            for k in FIELDS:
+                same(getattr(got[r], k), getattr(want, k), f"all_gather {name} rank {r} {k}")
+        # quantized pieces (quantize_comm: the group's amax), gathered as they are or, where blocks
+        # straddle ranks, dequantized and gathered exactly: compared with the same path's result
+        def qpath(r, c):
+            q = bc.quantize_comm(parts[r], name, c, rowwise=True, columnwise=False)
+            return q, bc.all_gather_quantized(q, c, rows=rows, rowwise=True, columnwise=False)
+        res = _ranks(comms, qpath)
+        if name != "fp8_block_128x128":  # rowwise pieces of per-tensor / 1D formats: no block straddles
+            keys = ("rowwise_data", "amax", "scale") + (("rowwise_scale_inv",) if not sw else ())
+            for r in range(3):
+                for k in keys:
+                    same(getattr(res[r][1], k), getattr(want, k), f"all_gather_quantized {name} rank {r} {k}")
+        for r in (1, 2):
+            same(res[r][1].rowwise_data, res[0][1].rowwise_data, f"all_gather_quantized {name}: rank {r} == rank 0")
+        if name in ("fp8_e4m3_tensor", "nvfp4"):  # the group's amax on every rank
+            for r in range(3):
+                same(res[r][0].amax, want.amax, f"quantize_comm {name} rank {r} amax")
+    a = [torch.tensor([float(r), 5.0 - r, -1.0], device=DEV) for r in range(3)]
+    _ranks(comms, lambda r, c: bc.amax_allreduce(a[r], c))
+    for r in range(3):
+        assert a[r].tolist() == [2.0, 5.0, -1.0], (r, a[r].tolist())
+    assert comms[0].transport == "local" and comms[0].bytes_sent > 0
+    for c in comms:
+        c.close()
+
+
 if __name__ == "__main__":
     sys.exit(run(globals()))

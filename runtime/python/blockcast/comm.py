@@ -1,0 +1,216 @@
+"""Collectives over a communicator (blockcast.h: bc_comm): the amax all-reduce, quantize with the
+amax reduced over the group, and the exact quantized all-gather along the first dimension.
+
+A Comm is passed to each call that communicates; a Format never holds one, so forward and
+backward may reduce over different groups. Two transports, the same calls and results:
+
+    comms = blockcast.Comm.local(4)          # 4 ranks for 4 threads of this process (one GPU is fine)
+    comm = blockcast.Comm.nccl("/shared/run.id", world_size, rank)   # one process per GPU, NCCL
+
+Calls are asynchronous on the current CUDA stream (no call waits for the GPU). Every rank makes
+the same calls in the same order; the local transport's threads wait for each other inside the
+library (the GIL is released there), so each rank needs a thread of its own. An argument error
+found by the library fails every rank of the call; one raised here in Python, before the call
+(not a Comm, a closed Comm, a CPU tensor, a rows list of the wrong length), fails this rank only,
+and the others then wait until $BLOCKCAST_COMM_TIMEOUT (local) or forever (NCCL).
+"""
+import ctypes
+
+import torch
+
+from . import _capi as C
+from ._capi import BlockcastError
+from .core import QuantizedTensor, check_dirs, get_format, handle
+from .ops import _alloc_dirs, _check_cuda, _hp, _launch, _stream
+
+__all__ = ["Comm", "comm_id", "amax_allreduce", "quantize_comm", "all_gather", "all_gather_quantized"]
+
+
+class Comm:
+    """One rank's communicator. Comm.local(n) makes the n ranks of a local group, Comm.nccl(...)
+    an NCCL one from an id file or environment variable, Comm.from_nccl(ptr) wraps an ncclComm_t
+    made elsewhere. close() (or garbage collection) releases it."""
+
+    __slots__ = ("_h", "__weakref__")
+
+    def __init__(self, handle):
+        self._h = handle
+
+    @classmethod
+    def local(cls, nranks):
+        """The nranks ranks of a new local group: a list, entry r for the thread of rank r."""
+        n = int(nranks)
+        arr = (ctypes.c_void_p * max(n, 1))()
+        C.call(C.bc_comm_create_local, n, arr)
+        return [cls(ctypes.c_void_p(arr[i])) for i in range(n)]
+
+    @classmethod
+    def nccl(cls, where, world_size, rank, timeout=60.0):
+        """where: "env:NAME" (the id's hex in $NAME, e.g. from `blockcast comm-id` or comm_id()) or a
+        file path (rank 0 writes a fresh id there; the others wait up to `timeout` seconds)."""
+        h = ctypes.c_void_p()
+        C.call(C.bc_comm_bootstrap, str(where).encode(), int(world_size), int(rank), float(timeout), ctypes.byref(h))
+        return cls(h)
+
+    @classmethod
+    def from_nccl(cls, nccl_comm):
+        """Wrap an ncclComm_t (an integer pointer, e.g. from another NCCL binding); closing the Comm
+        leaves it to its owner."""
+        h = ctypes.c_void_p()
+        C.call(C.bc_comm_wrap_nccl, ctypes.c_void_p(int(nccl_comm)), ctypes.byref(h))
+        return cls(h)
+
+    def _info(self):
+        if self._h is None:
+            raise BlockcastError("BC_ERR_ARG", "Comm: this communicator was closed")
+        info = C.CommInfo()
+        C.call(C.bc_comm_get_info, self._h, ctypes.byref(info))
+        return info
+
+    rank = property(lambda self: self._info().rank, doc="this rank")
+    size = property(lambda self: self._info().size, doc="the number of ranks")
+    transport = property(lambda self: C.BC_TRANSPORTS.get(self._info().transport, "?"), doc='"nccl" or "local"')
+    bytes_sent = property(lambda self: self._info().bytes_sent, doc="bytes this rank has contributed to collectives")
+    collectives = property(lambda self: self._info().collectives, doc="collectives this rank has issued")
+
+    def close(self):
+        if self._h is not None:
+            C.bc_comm_destroy(self._h)
+            self._h = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        if self._h is None:
+            return "Comm(closed)"
+        i = self._info()
+        return f"Comm({C.BC_TRANSPORTS.get(i.transport, '?')}, rank {i.rank} of {i.size})"
+
+
+def _comm(fn, comm):
+    if not isinstance(comm, Comm):
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: comm is a {type(comm).__name__}; expected a blockcast.Comm")
+    if comm._h is None:
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: the communicator was closed")
+    return comm._h
+
+
+def comm_id():
+    """A fresh NCCL unique id as 256 hex digits (for an environment variable read by Comm.nccl("env:NAME", ...))."""
+    buf = ctypes.create_string_buffer(128)
+    C.call(C.bc_comm_id_create, buf)
+    out = ctypes.create_string_buffer(257)
+    C.call(C.bc_comm_id_to_string, buf, out)
+    return out.value.decode()
+
+
+def amax_allreduce(amax, comm):
+    """amax (a float32 CUDA tensor, contiguous) = its MAX over the ranks, in place: one collective
+    for all its elements. Returns amax."""
+    h = _comm("amax_allreduce", comm)
+    _check_cuda("amax_allreduce", "amax", amax)
+    if amax.dtype != torch.float32 or not amax.is_contiguous():
+        raise BlockcastError("BC_ERR_ARG", f"amax_allreduce: amax is {amax.dtype} (contiguous: {amax.is_contiguous()}); "
+                             "expected a contiguous float32 CUDA tensor")
+    _launch(amax.device, C.bc_amax_allreduce, h, amax.data_ptr(), amax.numel(), _stream(amax.device))
+    return amax
+
+
+def _rows_of(fn, comm, rows, m):
+    n = Comm.size.fget(comm)
+    if rows is None:
+        rows = [m] * n
+    rows = [int(r) for r in rows]
+    if len(rows) != n:
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: rows has {len(rows)} entries but the communicator has {n} ranks; "
+                             "pass every rank's row count")
+    return (ctypes.c_int64 * n)(*rows), sum(rows)
+
+
+def _out(f, rows, cols, rowwise, columnwise, swizzled, dev):
+    rd, rs, cd, cs = _alloc_dirs(f, rows, cols, rowwise, columnwise, swizzled, dev)
+    q = C.QTensor(None, rows, cols, rd.data_ptr() if rowwise else None, rs.data_ptr() if rowwise else None,
+                  cd.data_ptr() if columnwise else None, cs.data_ptr() if columnwise else None)
+    q.scale_swizzled = 1 if swizzled else 0
+    amax = scale = None
+    if f.per_tensor or f.two_level:
+        amax = torch.empty(1, dtype=torch.float32, device=dev)
+        q.amax = amax.data_ptr()
+    if f.per_tensor:
+        scale = torch.empty(1, dtype=torch.float32, device=dev)
+        q.scale = scale.data_ptr()
+    return q, (rd, rs, cd, cs, amax, scale)
+
+
+def _hp_rows(fn, x):
+    """bc_tensor of x, which may have no rows (a rank holding nothing)"""
+    if isinstance(x, torch.Tensor) and x.dim() >= 1 and x.shape[0] == 0 and x.numel() == 0:
+        _check_cuda(fn, "x", x)
+        cols = x.shape[-1] if x.dim() > 1 else 0
+        from .core import _TORCH_DT
+        dt = _TORCH_DT.get(x.dtype)
+        if dt is None:
+            raise BlockcastError("BC_ERR_ARG", f"{fn}: x has dtype {x.dtype}; expected torch.float32, torch.bfloat16 or torch.float16")
+        return C.Tensor(None, dt, 0, cols, cols)
+    return _hp(fn, x)
+
+
+def quantize_comm(x, fmt, comm, *, rowwise=True, columnwise=False, swizzled=False):
+    """quantize() with the amax reduced over comm (per-tensor formats: current scaling with the
+    group's amax; NVFP4: the group's global amax); other block formats need no communication.
+    Every rank calls it with its own x (which may have 0 rows: it still takes part)."""
+    h = _comm("quantize_comm", comm)
+    f, fh = handle(fmt)
+    check_dirs("quantize_comm", f, rowwise, columnwise)
+    t = _hp_rows("quantize_comm", x)
+    if t.rows:
+        q, (rd, rs, cd, cs, amax, scale) = _out(f, t.rows, t.cols, rowwise, columnwise, swizzled, x.device)
+    else:  # nothing to write but the group's amax (and scale)
+        q, (rd, rs, cd, cs, amax, scale) = _out(f, 0, t.cols, False, False, False, x.device)
+    q.format = fh
+    _launch(x.device, C.bc_quantize_comm, h, ctypes.byref(t), ctypes.byref(q), _stream(x.device))
+    return QuantizedTensor(f, (t.rows, t.cols), rd, rs, cd, cs, amax, scale, bool(swizzled))
+
+
+def all_gather(x, fmt, comm, *, rows=None, rowwise=True, columnwise=False, swizzled=False):
+    """The quantized all-gather along the first dimension: x is this rank's rows (leading dims
+    flattened; may have 0 rows), rows every rank's row count (None: all equal to this rank's).
+    Returns the whole tensor's QuantizedTensor, bit-identical to quantize() of the concatenated
+    rows on one GPU (per-tensor and NVFP4 formats with the whole tensor's amax)."""
+    h = _comm("all_gather", comm)
+    f, fh = handle(fmt)
+    check_dirs("all_gather", f, rowwise, columnwise)
+    t = _hp_rows("all_gather", x)
+    r, total = _rows_of("all_gather", comm, rows, t.rows)
+    q, (rd, rs, cd, cs, amax, scale) = _out(f, total, t.cols, rowwise, columnwise, swizzled, x.device)
+    q.format = fh
+    _launch(x.device, C.bc_all_gather, h, ctypes.byref(t), r, ctypes.byref(q), _stream(x.device))
+    return QuantizedTensor(f, (total, t.cols), rd, rs, cd, cs, amax, scale, bool(swizzled))
+
+
+def all_gather_quantized(q, comm, *, rows=None, rowwise=True, columnwise=False, swizzled=False):
+    """The all-gather of this rank's already quantized rows q (a QuantizedTensor, e.g. from
+    quantize_comm); see blockcast.h bc_all_gather_quantized for when it is exact and when it
+    dequantizes first."""
+    h = _comm("all_gather_quantized", comm)
+    if not isinstance(q, QuantizedTensor):
+        raise BlockcastError("BC_ERR_ARG", f"all_gather_quantized: q is a {type(q).__name__}; expected a blockcast.QuantizedTensor")
+    f, fh = handle(q.format)
+    check_dirs("all_gather_quantized", f, rowwise, columnwise)
+    m, cols = q.shape
+    # (a rank without rows may have no tensor at all: the current device)
+    dev = next((t.device for t in (q.rowwise_data, q.columnwise_data, q.amax) if t is not None),
+               torch.device("cuda", torch.cuda.current_device()))
+    ptr = lambda t: t.data_ptr() if t is not None else None  # noqa: E731
+    xq = C.QTensor(fh, m, cols, ptr(q.rowwise_data), ptr(q.rowwise_scale_inv), ptr(q.columnwise_data),
+                   ptr(q.columnwise_scale_inv), ptr(q.amax), ptr(q.scale))
+    xq.scale_swizzled = 1 if q.scale_swizzled else 0
+    r, total = _rows_of("all_gather_quantized", comm, rows, m)
+    out, (rd, rs, cd, cs, amax, scale) = _out(f, total, cols, rowwise, columnwise, swizzled, dev)
+    out.format = fh
+    _launch(dev, C.bc_all_gather_quantized, h, ctypes.byref(xq), r, ctypes.byref(out), _stream(dev))
+    return QuantizedTensor(f, (total, cols), rd, rs, cd, cs, amax, scale, bool(swizzled))
