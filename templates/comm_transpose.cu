@@ -92,7 +92,8 @@ ${KERNEL}(const u8 *__restrict__ in, i64 rows, i64 cols, u8 *__restrict__ out, i
     const i64 tr = t / tiles_c, tc = t - tr * tiles_c;
     const i64 r0 = tr * BC_TT, c0 = tc * BC_TT;
     if (r0 + BC_TT <= rows && c0 + BC_TT <= cols) {
-      bc_tr_tile_full(in, rows, cols, out, bits, high_first, r0, c0, vin, vout, tile);
+      // the vector paths give each of 256 threads one vector: fewer threads take the element paths
+      bc_tr_tile_full(in, rows, cols, out, bits, high_first, r0, c0, BC_THREADS >= 256 && vin, BC_THREADS >= 256 && vout, tile);
       continue;
     }
     // load: 64 input rows x 64 elements (row-major in the tile)

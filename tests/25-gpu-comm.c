@@ -780,10 +780,12 @@ typedef struct bad_arg {
   char err[1024];
 } bad_arg;
 
+static int bad_quantize_comm; /* bad_main calls bc_quantize_comm instead of bc_all_gather */
+
 static void *bad_main(void *p) {
   bad_arg *b = p;
   cudaSetDevice(0);
-  b->s = bc_all_gather(ctx, b->comm, &b->x, b->rows, &b->q, NULL);
+  b->s = bad_quantize_comm ? bc_quantize_comm(ctx, b->comm, &b->x, &b->q, NULL) : bc_all_gather(ctx, b->comm, &b->x, b->rows, &b->q, NULL);
   snprintf(b->err, sizeof b->err, "%s", b->s == BC_OK ? "" : bc_last_error(ctx));
   return NULL;
 }
@@ -791,7 +793,8 @@ static void *bad_main(void *p) {
 static void bad_calls(void) {
   const bc_format *f;
   bc_format_get(ctx, "mxfp8_e4m3", &f);
-  for (int variant = 0; variant < 2; variant++) {
+  for (int variant = 0; variant < 3; variant++) {
+    bad_quantize_comm = variant == 2;
     bc_comm *comms[2];
     bc_comm_create_local(ctx, 2, comms);
     gcase c = { .f = f, .dt = BC_BF16, .K = 64, .W = 2, .rows = { 32, 32 }, .M = 64, .dirs = 1 };
@@ -805,8 +808,12 @@ static void bad_calls(void) {
     }
     if (variant == 0) {
       b[1].q.scale_swizzled = 1; /* disagrees with rank 0 */
-    } else {
+    } else if (variant == 1) {
       b[1].q.rowwise_scale_inv = NULL; /* fails rank 1's own checks */
+    } else {
+      /* bc_quantize_comm of a format that communicates nothing: rank 1's failed checks still fail both */
+      for (int r = 0; r < 2; r++) b[r].q.rows = 32;
+      b[1].q.rowwise_scale_inv = NULL;
     }
     pthread_t th[2];
     double t0 = now_ms();
@@ -818,7 +825,8 @@ static void bad_calls(void) {
          "arguments that disagree across ranks (scale_swizzled): both ranks fail naming both calls (%.1f ms): %s", ms, b[0].err);
     } else {
       ok(b[1].s == BC_ERR_ARG && strstr(b[1].err, "rowwise_scale_inv") && b[0].s == BC_ERR_ARG && strstr(b[0].err, "rank 1 failed") &&
-         ms < 10000, "a rank failing its own checks: it says why (%s), the other fails naming it (%s)", b[1].err, b[0].err);
+         ms < 10000, "%s: a rank failing its own checks: it says why (%s), the other fails naming it (%s)",
+         variant == 2 ? "bc_quantize_comm (mxfp8)" : "bc_all_gather", b[1].err, b[0].err);
     }
     for (int r = 0; r < 2; r++) { buf_free(&o[r]); bc_comm_destroy(comms[r]); }
     cudaFree(d);

@@ -52,13 +52,14 @@ bc_status bc_amax_allreduce(bc_ctx *ctx, bc_comm *comm, float *amax, int64_t n, 
   const char *fn = "bc_amax_allreduce";
   bc_status s = check_comm(ctx, fn, comm);
   if (s != BC_OK) return s;
-  if (n < 0) s = bci_fail(ctx, BC_ERR_ARG, "%s: n is %lld; expected the number of amaxes (>= 0)", fn, (long long)n);
+  if (n < 0 || n > BCI_MAX_ELEMS)
+    s = bci_fail(ctx, BC_ERR_ARG, "%s: n is %lld; expected the number of amaxes (0 to 2^50)", fn, (long long)n);
   else if (n > 0 && (!amax || !bci_aligned(amax, 4)))
     s = bci_fail(ctx, BC_ERR_ARG, "%s: argument 'amax' is NULL or misaligned; expected a device fp32[%lld]", fn, (long long)n);
   char sig[BCI_COMM_SIG];
   snprintf(sig, sizeof sig, "%s n=%lld", fn, (long long)n);
   if ((s = agree(ctx, comm, fn, sig, s, stream)) != BC_OK || n == 0) return s;
-  return bci_comm_allreduce_max(ctx, comm, sig, amax, n, stream);
+  return bci_comm_allreduce_max(ctx, comm, sig, BC_OK, amax, n, stream);
 }
 
 /* ---- quantize with a communicator ---- */
@@ -90,20 +91,24 @@ bc_status bc_quantize_comm(bc_ctx *ctx, bc_comm *comm, const bc_tensor *x, bc_qt
   const char *fn = "bc_quantize_comm";
   bc_status s = check_comm(ctx, fn, comm);
   if (s != BC_OK) return s;
-  if (!x || !q) return bci_fail(ctx, BC_ERR_ARG, "%s: argument '%s' is NULL", fn, x ? "q" : "x");
-  if ((s = bci_check_format(ctx, q->format, "q->format")) != BC_OK) return agree(ctx, comm, fn, "", s, stream);
-  int empty = x->rows == 0 || x->cols == 0;
-  if (!empty) s = dry_cast(ctx, x, q);
-  else if (q->rows != x->rows || q->cols != x->cols)
-    s = bci_fail(ctx, BC_ERR_ARG, "%s: q has shape [%lld, %lld] but x has [%lld, %lld]; they must match", fn, (long long)q->rows,
-                 (long long)q->cols, (long long)x->rows, (long long)x->cols);
-  if (s == BC_OK) s = check_amax_arg(ctx, fn, q);
-  if (s == BC_OK && !needs_amax(q->format)) return empty ? BC_OK : bci_quantize_cast(ctx, NULL, x, q, stream);
+  int empty = 0;
+  if (!x || !q) s = bci_fail(ctx, BC_ERR_ARG, "%s: argument '%s' is NULL", fn, x ? "q" : "x");
+  else if ((s = bci_check_format(ctx, q->format, "q->format")) == BC_OK) {
+    empty = x->rows == 0 || x->cols == 0;
+    if (!empty) s = dry_cast(ctx, x, q);
+    else if (q->rows != x->rows || q->cols != x->cols)
+      s = bci_fail(ctx, BC_ERR_ARG, "%s: q has shape [%lld, %lld] but x has [%lld, %lld]; they must match", fn, (long long)q->rows,
+                   (long long)q->cols, (long long)x->rows, (long long)x->cols);
+    if (s == BC_OK) s = check_amax_arg(ctx, fn, q);
+  }
+  /* every rank agrees first, also for formats that communicate nothing (a rank whose checks
+   * failed is then named on every rank, whatever the format) */
   char sig[BCI_COMM_SIG];
-  snprintf(sig, sizeof sig, "%s fmt=%s", fn, q->format->name);
-  if (s == BC_OK) s = empty ? bci_zero32(ctx, NULL, q->amax, 1, stream) : bci_amax(ctx, NULL, x, q->amax, stream);
+  snprintf(sig, sizeof sig, "%s fmt=%s", fn, s == BC_OK ? q->format->name : "?");
   if ((s = agree(ctx, comm, fn, sig, s, stream)) != BC_OK) return s;
-  if ((s = bci_comm_allreduce_max(ctx, comm, sig, q->amax, 1, stream)) != BC_OK) return s;
+  if (!needs_amax(q->format)) return empty ? BC_OK : bci_quantize_cast(ctx, NULL, x, q, stream);
+  s = empty ? bci_zero32(ctx, NULL, q->amax, 1, stream) : bci_amax(ctx, NULL, x, q->amax, stream);
+  if ((s = bci_comm_allreduce_max(ctx, comm, sig, s, q->amax, 1, stream)) != BC_OK) return s;
   if (q->format->block == BC_BLOCK_TENSOR && (s = bci_compute_scale(ctx, NULL, q->format, q->amax, q->scale, NULL, stream)) != BC_OK)
     return s;
   return empty ? BC_OK : bci_quantize_cast(ctx, NULL, x, q, stream);
@@ -115,7 +120,7 @@ bc_status bc_quantize_list_comm(bc_ctx *ctx, bc_comm *comm, int64_t n, const bc_
   const char *fn = "bc_quantize_list_comm";
   bc_status s = check_comm(ctx, fn, comm);
   if (s != BC_OK) return s;
-  if (n < 0) return bci_fail(ctx, BC_ERR_ARG, "%s: n is %lld; expected the number of tensors (>= 0)", fn, (long long)n);
+  if (n < 0) return agree(ctx, comm, fn, "", bci_fail(ctx, BC_ERR_ARG, "%s: n is %lld; expected the number of tensors (>= 0)", fn, (long long)n), stream);
   if (n > 0 && (!x || !q))
     return agree(ctx, comm, fn, "", bci_fail(ctx, BC_ERR_ARG, "%s: argument '%s' is NULL; expected an array of %lld entries", fn, x ? "q" : "x", (long long)n), stream);
   /* the tensors whose amax is reduced: their inputs (a sub-list) and indices, one allocation */
@@ -147,9 +152,16 @@ bc_status bc_quantize_list_comm(bc_ctx *ctx, bc_comm *comm, int64_t n, const bc_
   s = bci_ws_alloc(ctx, (size_t)m * sizeof(float), stream, (void **)&ws);
   /* the amaxes (which check those entries) before the first collective; the casts check the
    * rest after it, and a failure there fails this rank's call alone (nothing else to wait for) */
-  if (s == BC_OK) s = bc_amax_list(ctx, m, xs, ws, stream);
+  if (s == BC_OK && (s = bc_amax_list(ctx, m, xs, ws, stream)) != BC_OK) {
+    /* its message names the sub-list's entry: name the caller's */
+    long long j = -1;
+    const char *e = bc_last_error(ctx);
+    const char *rest = strstr(e, ": ");
+    if (sscanf(e, "bc_amax_list: tensor %lld:", &j) == 1 && j >= 0 && j < m && rest && (rest = strstr(rest + 2, ": ")))
+      s = bci_fail(ctx, s, "%s: tensor %lld: %s", fn, (long long)idx[j], rest + 2);
+  }
   s = agree(ctx, comm, fn, sig, s, stream);
-  if (s == BC_OK) s = bci_comm_allreduce_max(ctx, comm, sig, ws, m, stream);
+  if (s == BC_OK) s = bci_comm_allreduce_max(ctx, comm, sig, BC_OK, ws, m, stream);
   if (s == BC_OK) s = bci_list_amax_back(ctx, fn, m, idx, ws, q, stream);
   if (s == BC_OK) s = bc_quantize_cast_list(ctx, n, x, q, stream);
   bci_ws_free(ws, stream);
@@ -240,6 +252,12 @@ static bc_status make_plan(bc_ctx *ctx, const char *fn, bc_comm *comm, const int
   p->Bm = 1;
   p->G = 1;
   if (f->block == BC_BLOCK_TENSOR || f->block == BC_BLOCK_2D) {
+    /* the columnwise copy is built from the rowwise data: a transpose */
+    if (!f->has_rowwise || (p->want_col && !f->columnwise_transposed))
+      return bci_fail(ctx, BC_ERR_UNSUPPORTED, "%s: format '%s' %s; the all-gather builds the columnwise copy of per-tensor and "
+                      "2D-block formats by transposing the gathered rowwise data, so it takes formats with a rowwise direction "
+                      "and transposed columnwise data", fn, f->name, !f->has_rowwise ? "has no rowwise direction" :
+                      "stores its columnwise data untransposed");
     p->comp_row = 1;
     p->derived = p->want_col;
     if (f->block == BC_BLOCK_2D) {
@@ -400,8 +418,7 @@ static bc_status exchange_amax(bc_ctx *ctx, bc_comm *comm, const char *sig, bc_s
   bci_gather_job J = { pme, pall, off, len };
   char sg[BCI_COMM_SIG];
   snprintf(sg, sizeof sg, "%.200s [boundary amax]", sig);
-  bc_status sg_s = bci_comm_gatherv(ctx, comm, sg, 1, &J, stream);
-  return s == BC_OK ? sg_s : s;
+  return bci_comm_gatherv(ctx, comm, sg, s, 1, &J, stream);
 }
 
 /* which (rank, slot) partial amaxes of block row j this rank's pad rows carry */
@@ -455,8 +472,7 @@ static bc_status gather_and_assemble(bc_ctx *ctx, bc_comm *comm, const char *sig
   if (sum(p, pc->cs_size)) jobs[nj++] = (bci_gather_job){ pc->cs, pc->all_cs, off_cs, pc->cs_send };
   char sg[BCI_COMM_SIG];
   snprintf(sg, sizeof sg, "%.200s [payload]", sig);
-  bc_status sp = bci_comm_gatherv(ctx, comm, sg, nj, jobs, stream);
-  if (s == BC_OK) s = sp;
+  s = bci_comm_gatherv(ctx, comm, sg, s, nj, jobs, stream);
   if (s == BC_OK && f->block != BC_BLOCK_TENSOR) {
     psrc t;
     const int sw = pc->swizzled;
@@ -555,9 +571,9 @@ static bc_status gather_hp(bc_ctx *ctx, const char *fn, bc_comm *comm, const bc_
   char name[64];
   snprintf(name, sizeof name, "bc_comm_stage__%s", bc_dtype_name(x->dtype));
   char sig[BCI_COMM_SIG];
-  snprintf(sig, sizeof sig, "%s fmt=%s cols=%lld ranks=%d rows=%016llx dirs=%d%d swizzled=%d", fn, f->name, (long long)p->K, p->W,
-           (unsigned long long)rows_hash(rows, p->W), p->want_row, p->want_col, out->scale_swizzled != 0);
-  if ((s = agree(ctx, comm, fn, sig, BC_OK, stream)) != BC_OK) return s;
+  snprintf(sig, sizeof sig, "%s fmt=%s dtype=%s cols=%lld ranks=%d rows=%016llx dirs=%d%d swizzled=%d", fn, f->name,
+           bc_dtype_name(x->dtype), (long long)p->K, p->W, (unsigned long long)rows_hash(rows, p->W), p->want_row, p->want_col,
+           out->scale_swizzled != 0);
 
   /* the workspace: [R: rowwise data, when only the columnwise copy is wanted] [my slab's rowwise
    * scales | columnwise data | columnwise scales] [gathered: all rowwise scales | all
@@ -571,10 +587,15 @@ static bc_status gather_hp(bc_ctx *ctx, const char *fn, bc_comm *comm, const bc_
   size_t at[9];
   at[0] = 0;
   for (int i = 0; i < 8; i++) at[i + 1] = at[i] + (parts[i] + 255) / 256 * 256;
-  /* From here on every rank enters every collective of the call whatever happened before it
-   * (a failure keeps its first message): no rank is left waiting. */
+  /* the workspace before the agreement: a rank without it fails every rank there. From then
+   * on every rank enters every collective of the call whatever happens (a failure keeps its
+   * first message and, on the local transport, fails the others at the next collective). */
   unsigned char *ws = NULL;
   s = bci_ws_alloc(ctx, at[8] + amaxb, stream, (void **)&ws);
+  if ((s = agree(ctx, comm, fn, sig, s, stream)) != BC_OK) {
+    bci_ws_free(ws, stream);
+    return s;
+  }
   unsigned char *R = p->want_row ? out->rowwise_data : ws + at[0];
   unsigned char *my_rs = ws + at[1], *my_cd = ws + at[2], *my_cs = ws + at[3];
   unsigned char *all_rs = ws + at[4], *all_cd = ws + at[5], *all_cs = ws + at[6], *stg = ws + at[7];
@@ -585,8 +606,7 @@ static bc_status gather_hp(bc_ctx *ctx, const char *fn, bc_comm *comm, const bc_
     if (s == BC_OK) s = m > 0 ? bci_amax(ctx, NULL, x, out->amax, stream) : bci_zero32(ctx, NULL, out->amax, 1, stream);
     char sg[BCI_COMM_SIG];
     snprintf(sg, sizeof sg, "%.200s [amax]", sig);
-    bc_status sr = bci_comm_allreduce_max(ctx, comm, sg, out->amax, 1, stream);
-    if (s == BC_OK) s = sr;
+    s = bci_comm_allreduce_max(ctx, comm, sg, s, out->amax, 1, stream);
     if (s == BC_OK && f->block == BC_BLOCK_TENSOR) {
       s = bci_compute_scale(ctx, NULL, f, out->amax, out->scale, out->rowwise_scale_inv, stream);
       if (s == BC_OK && p->want_col) s = bci_compute_scale(ctx, NULL, f, out->amax, out->scale, out->columnwise_scale_inv, stream);
@@ -796,10 +816,6 @@ bc_status bc_all_gather_quantized(bc_ctx *ctx, bc_comm *comm, const bc_qtensor *
   char sig[BCI_COMM_SIG];
   snprintf(sig, sizeof sig, "%s fmt=%s cols=%lld ranks=%d rows=%016llx dirs=%d%d swizzled=%d%d", fn, f->name, (long long)p->K, p->W,
            (unsigned long long)rows_hash(rows, p->W), p->want_row, p->want_col, out->scale_swizzled != 0, xq->scale_swizzled != 0);
-  if ((s = agree(ctx, comm, fn, sig, BC_OK, stream)) != BC_OK) {
-    free(p);
-    return s;
-  }
   /* xq's scale buffers travel whole when swizzled (their last valid entry is not last) */
   const int xs = xq->scale_swizzled != 0;
   size_t rs[BCI_PLACE_MAX_RANKS] = { 0 }, cs[BCI_PLACE_MAX_RANKS] = { 0 }, rs_send[BCI_PLACE_MAX_RANKS] = { 0 },
@@ -820,8 +836,14 @@ bc_status bc_all_gather_quantized(bc_ctx *ctx, bc_comm *comm, const bc_qtensor *
   size_t g_rs = sum(p, rs), g_cd = sum(p, p->cd), g_cs = sum(p, cs);
   size_t parts[4] = { need_R, g_rs, g_cd, g_cs }, at[5] = { 0 };
   for (int i = 0; i < 4; i++) at[i + 1] = at[i] + (parts[i] + 255) / 256 * 256;
+  /* the workspace before the agreement: a rank without it fails every rank there */
   unsigned char *ws = NULL;
   s = bci_ws_alloc(ctx, at[4], stream, (void **)&ws);
+  if ((s = agree(ctx, comm, fn, sig, s, stream)) != BC_OK) {
+    bci_ws_free(ws, stream);
+    free(p);
+    return s;
+  }
   unsigned char *R = p->want_row ? out->rowwise_data : ws;
   unsigned char *all_rs = ws + at[1], *all_cd = ws + at[2], *all_cs = ws + at[3];
   /* per-tensor scale and NVFP4's global amax: xq's (the same on every rank); the scale_inv of

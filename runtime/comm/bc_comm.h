@@ -39,12 +39,17 @@ typedef struct bci_gather_job {
 
 /* ---- the primitives (bc_transport.c dispatches to the transport) ----
  * sig: the call's signature (what every rank must agree on), NUL-terminated, < BCI_COMM_SIG.
- * Counted here: collectives and bytes_sent (the same for both transports). */
+ * prior: this rank's status so far in the call. A rank that failed still takes part (no rank is
+ * left waiting) and gets its own status back; on the local transport the other ranks then skip
+ * the copies and fail too, naming it (NCCL has no such exchange: its other ranks receive what
+ * the failed rank's buffers hold). Counted here: collectives and bytes_sent (the same for both
+ * transports). */
 /* buf[0 .. n) = MAX over the ranks, in place */
-BCI_HIDDEN bc_status bci_comm_allreduce_max(bc_ctx *ctx, bc_comm *comm, const char *sig, float *buf, int64_t n, void *stream);
+BCI_HIDDEN bc_status bci_comm_allreduce_max(bc_ctx *ctx, bc_comm *comm, const char *sig, bc_status prior, float *buf, int64_t n,
+                                            void *stream);
 /* the jobs of one call as one group (NCCL: one ncclGroupStart/End) */
-BCI_HIDDEN bc_status bci_comm_gatherv(bc_ctx *ctx, bc_comm *comm, const char *sig, int njobs, const bci_gather_job *jobs,
-                                      void *stream);
+BCI_HIDDEN bc_status bci_comm_gatherv(bc_ctx *ctx, bc_comm *comm, const char *sig, bc_status prior, int njobs,
+                                      const bci_gather_job *jobs, void *stream);
 /* the argument check of a call with no communication of its own before its first collective
  * (local: free, at the first rendezvous; NCCL: only with comm->check) */
 BCI_HIDDEN bc_status bci_comm_check_args(bc_ctx *ctx, bc_comm *comm, const char *fn, const char *sig, void *stream);
@@ -57,9 +62,10 @@ BCI_HIDDEN bc_status bci_nccl_check(bc_ctx *ctx, bc_comm *comm, const char *fn, 
 BCI_HIDDEN void bci_nccl_destroy(bc_comm *comm);
 
 /* ---- local (bc_local.c) ---- */
-BCI_HIDDEN bc_status bci_local_allreduce_max(bc_ctx *ctx, bc_comm *comm, const char *sig, float *buf, int64_t n, void *stream);
-BCI_HIDDEN bc_status bci_local_gatherv(bc_ctx *ctx, bc_comm *comm, const char *sig, int njobs, const bci_gather_job *jobs,
-                                       void *stream);
+BCI_HIDDEN bc_status bci_local_allreduce_max(bc_ctx *ctx, bc_comm *comm, const char *sig, bc_status prior, float *buf, int64_t n,
+                                             void *stream);
+BCI_HIDDEN bc_status bci_local_gatherv(bc_ctx *ctx, bc_comm *comm, const char *sig, bc_status prior, int njobs,
+                                       const bci_gather_job *jobs, void *stream);
 BCI_HIDDEN bc_status bci_local_check(bc_ctx *ctx, bc_comm *comm, const char *fn, const char *sig);
 BCI_HIDDEN void bci_local_destroy(bc_comm *comm);
 

@@ -20,6 +20,8 @@
 
 typedef struct slot {
   char sig[BCI_COMM_SIG];
+  int phase;                  /* 0: an agreement check, 1 and 2: a collective's two rendezvous */
+  int failed;                 /* this rank failed earlier in the call (its buffers are not to be read) */
   CUevent ev;
   int njobs;
   const bci_gather_job *jobs;
@@ -33,8 +35,17 @@ struct bci_hub {
   uint64_t gen;
   int broken;
   char why[1024];
+  double timeout;             /* seconds: $BLOCKCAST_COMM_TIMEOUT when the group was made */
   slot slots[2][BCI_COMM_MAX_LOCAL];
 };
+
+/* $BLOCKCAST_COMM_TIMEOUT (default 600 s), at most 10^9 s */
+static double timeout_s(void) {
+  const char *e = getenv("BLOCKCAST_COMM_TIMEOUT");
+  double t = e ? strtod(e, NULL) : 0;
+  if (!(t > 0)) t = 600.0;
+  return t < 1e9 ? t : 1e9;
+}
 
 bc_status bc_comm_create_local(bc_ctx *ctx, int nranks, bc_comm **comms) {
   if (!ctx) return BC_ERR_ARG;
@@ -52,6 +63,7 @@ bc_status bc_comm_create_local(bc_ctx *ctx, int nranks, bc_comm **comms) {
   pthread_cond_init(&h->cv, &ca);
   pthread_condattr_destroy(&ca);
   h->size = h->refs = nranks;
+  h->timeout = timeout_s();
   for (int r = 0; r < nranks; r++) {
     bc_comm *c = calloc(1, sizeof *c);
     if (!c) {
@@ -86,11 +98,6 @@ void bci_local_destroy(bc_comm *comm) {
   }
 }
 
-static double timeout_s(void) {
-  const char *e = getenv("BLOCKCAST_COMM_TIMEOUT");
-  double t = e ? strtod(e, NULL) : 0;
-  return t > 0 ? t : 600.0;
-}
 
 /* Arrive with this rank's slot and wait for all ranks; *out: the rendezvous' slots. A timeout
  * or an earlier failure breaks the hub for every rank. Then every rank compares the
@@ -112,7 +119,7 @@ static bc_status rendezvous(bc_ctx *ctx, bc_comm *c, const char *fn, const slot 
   } else {
     struct timespec dl;
     clock_gettime(CLOCK_MONOTONIC, &dl);
-    double t = timeout_s();
+    const double t = h->timeout;
     dl.tv_sec += (time_t)t;
     dl.tv_nsec += (long)((t - (double)(time_t)t) * 1e9);
     if (dl.tv_nsec >= 1000000000L) {
@@ -120,7 +127,8 @@ static bc_status rendezvous(bc_ctx *ctx, bc_comm *c, const char *fn, const slot 
       dl.tv_nsec -= 1000000000L;
     }
     while (h->gen == g && !h->broken) {
-      if (pthread_cond_timedwait(&h->cv, &h->mu, &dl) == ETIMEDOUT && h->gen == g && !h->broken) {
+      int rc = pthread_cond_timedwait(&h->cv, &h->mu, &dl);
+      if (rc != 0 && rc != EINTR && h->gen == g && !h->broken) {
         h->broken = 1;
         snprintf(h->why, sizeof h->why,
                  "rank %d waited %g s in %s for the other ranks (%d of %d arrived); every rank must make the same "
@@ -137,9 +145,10 @@ static bc_status rendezvous(bc_ctx *ctx, bc_comm *c, const char *fn, const slot 
   pthread_mutex_unlock(&h->mu);
   *out = s;
   for (int r = 0; r < c->size; r++) {
-    if (strcmp(s[r].sig, s[0].sig) != 0 || s[r].njobs != s[0].njobs)
-      return bci_fail(ctx, BC_ERR_ARG, "%s: rank 0 called '%s' but rank %d called '%s'; every rank must make the same call with "
-                      "agreeing arguments", fn, s[0].sig, r, s[r].sig);
+    if (strcmp(s[r].sig, s[0].sig) != 0 || s[r].njobs != s[0].njobs || s[r].phase != s[0].phase)
+      return bci_fail(ctx, BC_ERR_ARG, "%s: rank 0 called '%s' (step %d, %d pieces) but rank %d called '%s' (step %d, %d pieces); "
+                      "every rank must make the same call with agreeing arguments", fn, s[0].sig, s[0].phase, s[0].njobs, r,
+                      s[r].sig, s[r].phase, s[r].njobs);
   }
   return BC_OK;
 }
@@ -171,17 +180,41 @@ static bc_status wait_all(bc_ctx *ctx, bc_comm *c, const slot *all, void *stream
   return BC_OK;
 }
 
-bc_status bci_local_gatherv(bc_ctx *ctx, bc_comm *c, const char *sig, int njobs, const bci_gather_job *jobs, void *stream) {
+/* A rank that cannot take part in a collective still arrives, with a signature that says so:
+ * the others then fail naming it instead of waiting. Returns s with this rank's own message. */
+static bc_status fail_together(bc_ctx *ctx, bc_comm *c, const char *sig, bc_status s) {
+  char msg[BCI_ERR_MAX];
+  snprintf(msg, sizeof msg, "%s", bc_last_error(ctx));
+  slot me = { .njobs = -1 };
+  snprintf(me.sig, sizeof me.sig, "%.200s (failed on rank %d)", sig, c->rank);
+  const slot *all;
+  rendezvous(ctx, c, sig, &me, &all);
+  return bci_fail(ctx, s, "%s", msg);
+}
+
+bc_status bci_local_gatherv(bc_ctx *ctx, bc_comm *c, const char *sig, bc_status prior, int njobs, const bci_gather_job *jobs,
+                            void *stream) {
   const char *fn = sig;
   bc_status s = events(ctx, c);
-  if (s != BC_OK) return s;
-  BCI_CU(ctx, bci_cu.EventRecord(c->ready, (CUstream)stream));
-  slot me = { .ev = c->ready, .njobs = njobs, .jobs = jobs };
+  if (s == BC_OK && bci_cu.EventRecord(c->ready, (CUstream)stream) != CUDA_SUCCESS)
+    s = bci_fail(ctx, BC_ERR_CUDA, "%s: cuEventRecord on the caller's stream failed", fn);
+  if (s != BC_OK) return fail_together(ctx, c, sig, s);
+  char prior_msg[BCI_ERR_MAX] = "";
+  if (prior != BC_OK) snprintf(prior_msg, sizeof prior_msg, "%s", bc_last_error(ctx));
+  slot me = { .phase = 1, .failed = prior != BC_OK, .ev = c->ready, .njobs = njobs, .jobs = jobs };
   snprintf(me.sig, sizeof me.sig, "%s", sig);
   const slot *all;
   s = rendezvous(ctx, c, fn, &me, &all);
   if (s != BC_OK) return s;
-  s = wait_all(ctx, c, all, stream);
+  /* a rank that failed earlier in the call: nobody reads its buffers, and every rank fails */
+  int failed = -1;
+  for (int r = 0; r < c->size && failed < 0; r++)
+    if (all[r].failed) failed = r;
+  if (prior != BC_OK) s = bci_fail(ctx, prior, "%s", prior_msg);
+  else if (failed >= 0)
+    s = bci_fail(ctx, BC_ERR_UNAVAILABLE, "%s: rank %d failed earlier in this call (its own call returns why); no result here", fn,
+                 failed);
+  if (s == BC_OK) s = wait_all(ctx, c, all, stream);
   for (int j = 0; j < njobs && s == BC_OK; j++) {
     const bci_gather_job *J = &jobs[j];
     for (int r = 0; r < c->size && s == BC_OK; r++) {
@@ -201,7 +234,7 @@ bc_status bci_local_gatherv(bc_ctx *ctx, bc_comm *c, const char *sig, int njobs,
   /* the second rendezvous even after a failed copy: the other ranks are waiting for it */
   if (bci_cu.EventRecord(c->done, (CUstream)stream) != CUDA_SUCCESS && s == BC_OK)
     s = bci_fail(ctx, BC_ERR_CUDA, "%s: cuEventRecord failed", fn);
-  slot me2 = { .ev = c->done, .njobs = njobs };
+  slot me2 = { .phase = 2, .ev = c->done, .njobs = njobs };
   snprintf(me2.sig, sizeof me2.sig, "%s", sig);
   bc_status s2 = rendezvous(ctx, c, fn, &me2, &all);
   if (s == BC_OK) s = s2;
@@ -212,7 +245,8 @@ bc_status bci_local_gatherv(bc_ctx *ctx, bc_comm *c, const char *sig, int njobs,
   return s;
 }
 
-bc_status bci_local_allreduce_max(bc_ctx *ctx, bc_comm *c, const char *sig, float *buf, int64_t n, void *stream) {
+bc_status bci_local_allreduce_max(bc_ctx *ctx, bc_comm *c, const char *sig, bc_status prior, float *buf, int64_t n,
+                                  void *stream) {
   const bci_kernel *k;
   bc_status s = bci_kernel_get(ctx, "bc_comm_max", &k);
   /* a rank that cannot proceed still takes part in the rendezvous (with nothing to send) so
@@ -225,18 +259,9 @@ bc_status bci_local_allreduce_max(bc_ctx *ctx, bc_comm *c, const char *sig, floa
     off[r] = (size_t)r * bytes;
     len[r] = bytes;
   }
-  if (s != BC_OK) {
-    slot me = { .njobs = -1 };
-    snprintf(me.sig, sizeof me.sig, "%s (failed on rank %d)", sig, c->rank);
-    const slot *all;
-    bc_status keep = s;
-    char msg[BCI_ERR_MAX];
-    snprintf(msg, sizeof msg, "%s", bc_last_error(ctx));
-    rendezvous(ctx, c, sig, &me, &all);
-    return bci_fail(ctx, keep, "%s", msg);
-  }
+  if (s != BC_OK) return fail_together(ctx, c, sig, s);
   bci_gather_job J = { buf, ws, off, len };
-  s = bci_local_gatherv(ctx, c, sig, 1, &J, stream);
+  s = bci_local_gatherv(ctx, c, sig, prior, 1, &J, stream);
   if (s == BC_OK) {
     int64_t blocks = (n + k->launch.threads - 1) / k->launch.threads;
     unsigned gx = blocks < 1024 ? (unsigned)(blocks > 0 ? blocks : 1) : 1024;

@@ -6,18 +6,28 @@
 
 #include "comm/bc_comm.h"
 
-bc_status bci_comm_allreduce_max(bc_ctx *ctx, bc_comm *comm, const char *sig, float *buf, int64_t n, void *stream) {
+bc_status bci_comm_allreduce_max(bc_ctx *ctx, bc_comm *comm, const char *sig, bc_status prior, float *buf, int64_t n,
+                                 void *stream) {
   comm->collectives++;
   comm->bytes_sent += (uint64_t)n * sizeof(float);
-  if (comm->transport == BC_TRANSPORT_LOCAL) return bci_local_allreduce_max(ctx, comm, sig, buf, n, stream);
-  return bci_nccl_allreduce_max(ctx, comm, buf, n, stream);
+  if (comm->transport == BC_TRANSPORT_LOCAL) return bci_local_allreduce_max(ctx, comm, sig, prior, buf, n, stream);
+  if (prior == BC_OK) return bci_nccl_allreduce_max(ctx, comm, buf, n, stream);
+  char msg[BCI_ERR_MAX];
+  snprintf(msg, sizeof msg, "%s", bc_last_error(ctx));
+  (void)bci_nccl_allreduce_max(ctx, comm, buf, n, stream); /* its peers would wait for it */
+  return bci_fail(ctx, prior, "%s", msg);
 }
 
-bc_status bci_comm_gatherv(bc_ctx *ctx, bc_comm *comm, const char *sig, int njobs, const bci_gather_job *jobs, void *stream) {
+bc_status bci_comm_gatherv(bc_ctx *ctx, bc_comm *comm, const char *sig, bc_status prior, int njobs, const bci_gather_job *jobs,
+                           void *stream) {
   comm->collectives++;
   for (int j = 0; j < njobs; j++) comm->bytes_sent += jobs[j].len[comm->rank];
-  if (comm->transport == BC_TRANSPORT_LOCAL) return bci_local_gatherv(ctx, comm, sig, njobs, jobs, stream);
-  return bci_nccl_gatherv(ctx, comm, njobs, jobs, stream);
+  if (comm->transport == BC_TRANSPORT_LOCAL) return bci_local_gatherv(ctx, comm, sig, prior, njobs, jobs, stream);
+  if (prior == BC_OK) return bci_nccl_gatherv(ctx, comm, njobs, jobs, stream);
+  char msg[BCI_ERR_MAX];
+  snprintf(msg, sizeof msg, "%s", bc_last_error(ctx));
+  (void)bci_nccl_gatherv(ctx, comm, njobs, jobs, stream); /* its peers would wait for it */
+  return bci_fail(ctx, prior, "%s", msg);
 }
 
 bc_status bci_comm_check_args(bc_ctx *ctx, bc_comm *comm, const char *fn, const char *sig, void *stream) {
