@@ -163,6 +163,15 @@ int main(void) {
   is_str_has(bc_last_error(ctx), "tensor 0", "  names the entry");
   is_int(bc_amax_list(ctx, 2, x, NULL, NULL), BC_ERR_ARG, "amax_list: amax NULL");
   is_int(bc_amax_list(ctx, 2, NULL, amax, NULL), BC_ERR_ARG, "amax_list: x NULL");
+  /* amax over ranges: the range and the arrays checked before any GPU work */
+  is_int(bc_amax_range(ctx, &x[0], 100, 40, (float *)16, NULL), BC_ERR_ARG, "amax_range: a range past the end");
+  is_str_has(bc_last_error(ctx), "the range [100, 100 + 40) is not inside x's 128 elements", "  says which and why");
+  is_int(bc_amax_range(ctx, &x[0], -1, 2, (float *)16, NULL), BC_ERR_ARG, "amax_range: a negative start");
+  is_int(bc_amax_range(ctx, &x[0], 0, 2, NULL, NULL), BC_ERR_ARG, "amax_range: amax NULL");
+  int64_t st[2] = { 120, 0 }, ln[2] = { 9, 4 };
+  is_int(bc_amax_range_list(ctx, 2, x, NULL, ln, (float *)16, NULL), BC_ERR_ARG, "amax_range_list: start NULL");
+  is_int(bc_amax_range_list(ctx, 2, x, st, ln, (float *)16, NULL), BC_ERR_ARG, "amax_range_list: entry 0's range past the end");
+  is_str_has(bc_last_error(ctx), "bc_amax_range_list: tensor 0: bc_amax_range: the range [120, 120 + 9)", "  names the entry");
   is_int(bc_compute_scale_list(ctx, f, 2, amax, NULL, NULL, NULL), BC_ERR_ARG, "compute_scale_list: scale NULL");
   is_int(bc_dequantize_list(ctx, 2, q, BC_ROWWISE, NULL, NULL), BC_ERR_ARG, "dequantize_list: out NULL");
   is_int(bc_scale_swizzle_list(ctx, 3, NULL, 0, NULL), BC_ERR_ARG, "scale_swizzle_list: jobs NULL");

@@ -147,6 +147,22 @@ static void fill_input(void *d, size_t bytes) {
   free(h);
 }
 
+/* n random elements of dtype dt on the host, some NaN (amax ignores them) */
+static void fill_input_dtype(void *h, bc_dtype dt, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    uint32_t e = next32();
+    int nan = e % 61 == 0;
+    if (dt == BC_FP32) {
+      uint32_t b = nan ? 0x7FC00000u : ((e & 0x80000000u) | ((0x30000000u + (e >> 8) % 0x10000000u) & 0x7FFFFFFFu));
+      memcpy((char *)h + i * 4, &b, 4);
+    } else {
+      uint16_t b = (uint16_t)((e & 0x8000u) | ((0x3800u + (e >> 20) % 0x1000u) & 0x7FFFu) | (e & 0x3Fu));
+      if (nan) b = dt == BC_BF16 ? 0x7FC0 : 0x7E00;
+      memcpy((char *)h + i * 2, &b, 2);
+    }
+  }
+}
+
 /* which tensor and buffer holds byte `off` of an output arena */
 static void where(const tcase *t, int64_t n, size_t off) {
   for (int64_t i = 0; i < n; i++) {
@@ -509,6 +525,79 @@ static void bad_lists(const bc_format *f) {
 }
 
 /* name is one of the comma-separated entries of list */
+/* bc_amax_range and bc_amax_range_list: ranges of a flattened tensor (contiguous and strided
+ * rows, every dtype; empty, one element, inside a row, across rows, to the end) against
+ * bc_ref_amax of the same elements copied into one host row */
+static void amax_ranges(void) {
+  const int64_t shapes[3][3] = { { 37, 45, 45 }, { 20, 64, 80 }, { 1, 300, 300 } };
+  for (int dt = 0; dt < 3; dt++)
+    for (int si = 0; si < 3; si++) {
+      const int64_t R = shapes[si][0], K = shapes[si][1], ld = shapes[si][2], n = R * K;
+      const size_t es = bc_dtype_size((bc_dtype)dt);
+      unsigned char *h = malloc((size_t)(R * ld) * es), *flat = malloc((size_t)n * es);
+      fill_input_dtype(h, (bc_dtype)dt, (size_t)(R * ld));
+      for (int64_t r = 0; r < R; r++) memcpy(flat + (size_t)(r * K) * es, h + (size_t)(r * ld) * es, (size_t)K * es);
+      void *d = dmalloc((size_t)(R * ld) * es);
+      CK(cudaMemcpy(d, h, (size_t)(R * ld) * es, cudaMemcpyHostToDevice));
+      bc_tensor x = { d, (bc_dtype)dt, R, K, ld };
+      enum { NR = 10 };
+      int64_t st[NR] = { 0, 0, 5, 3, K - 2, K + 1, n - 1, 2 * K, n / 3, 7 }, ln[NR] = { n, 0, 1, K - 6 > 0 ? K - 6 : 1, 5, 2 * K, 1, K, n / 2, n - 7 };
+      for (int i = 0; i < NR; i++) {
+        if (st[i] > n) st[i] = n;
+        if (ln[i] > n - st[i]) ln[i] = n - st[i];
+      }
+      float *dam = dmalloc(NR * sizeof(float)), *dlist = dmalloc(NR * sizeof(float)), want[NR], got[NR], gotl[NR];
+      CK(cudaMemset(dam, 0xA5, NR * sizeof(float)));
+      CK(cudaMemset(dlist, 0xA5, NR * sizeof(float)));
+      int good = 1;
+      for (int i = 0; i < NR; i++) {
+        want[i] = 0;
+        if (ln[i]) {
+          bc_tensor hx = { flat + (size_t)st[i] * es, (bc_dtype)dt, 1, ln[i], 0 };
+          good &= bc_ref_amax(ctx, &hx, &want[i]) == BC_OK;
+        }
+        if (bc_amax_range(ctx, &x, st[i], ln[i], dam + i, NULL) != BC_OK) {
+          diag("  bc_amax_range: %s", bc_last_error(ctx));
+          good = 0;
+        }
+      }
+      bc_tensor xs[NR];
+      for (int i = 0; i < NR; i++) xs[i] = x;
+      uint64_t l0 = launches();
+      if (bc_amax_range_list(ctx, NR, xs, st, ln, dlist, NULL) != BC_OK) {
+        diag("  bc_amax_range_list: %s", bc_last_error(ctx));
+        good = 0;
+      }
+      uint64_t nl = launches() - l0;
+      CK(cudaMemcpy(got, dam, sizeof got, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(gotl, dlist, sizeof gotl, cudaMemcpyDeviceToHost));
+      for (int i = 0; i < NR; i++)
+        if (memcmp(&got[i], &want[i], 4) || memcmp(&gotl[i], &want[i], 4)) {
+          diag("  range %d [%lld, +%lld): single %a, list %a, reference %a", i, (long long)st[i], (long long)ln[i], got[i], gotl[i],
+               want[i]);
+          good = 0;
+        }
+      ok(good && nl <= 4, "amax over ranges of a %s [%lld, %lld] tensor (row stride %lld): 10 ranges, single calls and one list (%llu launches) "
+         "== the reference", bc_dtype_name((bc_dtype)dt), (long long)R, (long long)K, (long long)ld, (unsigned long long)nl);
+      cudaFree(d);
+      cudaFree(dam);
+      cudaFree(dlist);
+      free(h);
+      free(flat);
+    }
+  float *one = dmalloc(4);
+  char hbuf[64];
+  bc_tensor x = { one, BC_FP32, 2, 3, 0 };
+  (void)hbuf;
+  ok(bc_amax_range(ctx, &x, 4, 3, one, NULL) == BC_ERR_ARG && strstr(bc_last_error(ctx), "not inside x's 6 elements"),
+     "a range past the end is refused: %s", bc_last_error(ctx));
+  int64_t st2[2] = { 0, -1 }, ln2[2] = { 1, 1 };
+  bc_tensor xs2[2] = { x, x };
+  ok(bc_amax_range_list(ctx, 2, xs2, st2, ln2, one, NULL) == BC_ERR_ARG && strstr(bc_last_error(ctx), "tensor 1"),
+     "a bad range in a list names its entry: %s", bc_last_error(ctx));
+  cudaFree(one);
+}
+
 static int listed(const char *list, const char *name) {
   size_t n = strlen(name);
   for (const char *p = list; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
@@ -536,6 +625,7 @@ int main(void) {
   const bc_format *f;
   bc_format_get(ctx, "fp8_e4m3_tensor", &f);
   bad_lists(f);
+  amax_ranges();
   bc_ctx_destroy(ctx);
   done_testing();
   return tap_failed ? 1 : 0;

@@ -202,6 +202,11 @@ BC_API bc_status bc_scale_swizzle(bc_ctx *ctx, const bc_format *fmt, int64_t row
 /* amax = max |x| over the tensor (NaN ignored) into device fp32[1] `amax`. */
 BC_API bc_status bc_amax(bc_ctx *ctx, const bc_tensor *x, float *amax, void *stream);
 
+/* amax over a range of x's elements: [start, start + len) of x flattened row by row (element
+ * (r, c) is number r * cols + c; rows may be strided), NaN ignored; len 0 gives 0. The partial
+ * amax of a shard of a flattened weight (ZeRO / FSDP), before an all-reduce. */
+BC_API bc_status bc_amax_range(bc_ctx *ctx, const bc_tensor *x, int64_t start, int64_t len, float *amax, void *stream);
+
 /* scale and scale_inv (device fp32[1] each; scale_inv may be NULL) from a device amax by the
  * format's scale rule. */
 BC_API bc_status bc_compute_scale(bc_ctx *ctx, const bc_format *fmt, const float *amax, float *scale, float *scale_inv,
@@ -260,6 +265,9 @@ BC_API bc_status bc_delayed_scale_update(bc_ctx *ctx, const bc_format *fmt, int6
 
 /* amax[i] = max |x[i]| (device fp32[n]: one array, e.g. for one all-reduce of the list). */
 BC_API bc_status bc_amax_list(bc_ctx *ctx, int64_t n, const bc_tensor *x, float *amax, void *stream);
+/* amax[i] = bc_amax_range of x[i] over [start[i], start[i] + len[i]) (host int64[n] arrays). */
+BC_API bc_status bc_amax_range_list(bc_ctx *ctx, int64_t n, const bc_tensor *x, const int64_t *start, const int64_t *len,
+                                    float *amax, void *stream);
 /* scale[i], scale_inv[i] (may be NULL) from amax[i] by fmt's rule; device fp32[n] each. */
 BC_API bc_status bc_compute_scale_list(bc_ctx *ctx, const bc_format *fmt, int64_t n, const float *amax, float *scale,
                                        float *scale_inv, void *stream);

@@ -380,6 +380,25 @@ bc_status bc_amax_list(bc_ctx *ctx, int64_t n, const bc_tensor *x, float *amax, 
   return end(ctx, s);
 }
 
+bc_status bc_amax_range_list(bc_ctx *ctx, int64_t n, const bc_tensor *x, const int64_t *start, const int64_t *len, float *amax,
+                             void *stream) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  const char *fn = "bc_amax_range_list";
+  if (n > 0 && (!amax || !bci_aligned(amax, 4) || !start || !len))
+    return bci_fail(ctx, BC_ERR_ARG, "%s: arguments 'start' and 'len' must be int64[%lld] and 'amax' a device fp32[%lld], not NULL", fn,
+                    (long long)n, (long long)n);
+  bc_status s = begin(ctx, fn, n, x, "x");
+  if (s != BC_OK) return s;
+  for (int64_t i = 0; i < n && s == BC_OK; i++) {
+    item_begin(ctx, i);
+    s = bci_amax_range(ctx, &ctx->list->sink, &x[i], start[i], len[i], amax + i, stream);
+    if (s != BC_OK) s = item_fail(ctx, fn, i, s);
+  }
+  if (s == BC_OK) s = flush(ctx, fn, stream);
+  return end(ctx, s);
+}
+
 bc_status bc_compute_scale_list(bc_ctx *ctx, const bc_format *fmt, int64_t n, const float *amax, float *scale,
                                 float *scale_inv, void *stream) {
   if (!ctx) return BC_ERR_ARG;

@@ -69,12 +69,12 @@ static int sm_count(bc_ctx *ctx) {
   return sms;
 }
 
-static bc_status amax_launch(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, int64_t ld, float *amax, void *stream) {
+/* the amax kernel over x folded into *amax; zero: set *amax to 0 first (else it accumulates) */
+static bc_status amax_fold(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, int64_t ld, float *amax, int zero, void *stream) {
   const bci_kernel *k;
   bc_status s = get_kernel(ctx, &k, "bc_amax__%s", bc_dtype_name(x->dtype));
   if (s != BC_OK) return s;
-  s = bci_zero32(ctx, sink, amax, 1, stream);
-  if (s != BC_OK) return s;
+  if (zero && (s = bci_zero32(ctx, sink, amax, 1, stream)) != BC_OK) return s;
   int64_t rows = x->rows, cols = x->cols;
   if (ld == cols) { cols *= rows; rows = 1; ld = cols; }
   const bci_launch *L = &k->launch;
@@ -90,6 +90,54 @@ static bc_status amax_launch(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, in
   void *data = x->data;
   bci_arg args[] = { BCI_ARG(data), BCI_ARG(rows), BCI_ARG(cols), BCI_ARG(ld), BCI_ARG(amax), BCI_ARG(vec_ok) };
   return bci_run(ctx, sink, k, gx, gy, 1, (unsigned)L->threads, L->smem, stream, args, 6);
+}
+
+static bc_status amax_launch(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, int64_t ld, float *amax, void *stream) {
+  return amax_fold(ctx, sink, x, ld, amax, 1, stream);
+}
+
+bc_status bci_amax_range(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, int64_t start, int64_t len, float *amax, void *stream) {
+  const char *fn = "bc_amax_range";
+  int64_t ld;
+  bc_status s = bci_check_tensor(ctx, fn, "x", x, &ld);
+  if (s != BC_OK) return s;
+  if (!amax || !bci_aligned(amax, 4)) return bci_fail(ctx, BC_ERR_ARG, "%s: argument 'amax' is NULL or misaligned; expected a device fp32[1]", fn);
+  const int64_t n = x->rows * x->cols;
+  if (start < 0 || len < 0 || start > n || len > n - start)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: the range [%lld, %lld + %lld) is not inside x's %lld elements ([%lld, %lld], flattened row "
+                    "by row); expected 0 <= start and start + len <= %lld", fn, (long long)start, (long long)start, (long long)len,
+                    (long long)n, (long long)x->rows, (long long)x->cols, (long long)n);
+  if ((s = bci_zero32(ctx, sink, amax, 1, stream)) != BC_OK || len == 0) return s;
+  /* up to three pieces, each folded into *amax: the rest of the first row, whole rows, the
+   * start of the last row */
+  const size_t es = bc_dtype_size(x->dtype);
+  const int64_t K = x->cols, r0 = start / K, c0 = start % K, end = start + len, r1 = end / K, c1 = end % K;
+  char *base = x->data;
+  if (r0 == r1) {
+    bc_tensor p = { base + (size_t)(r0 * ld + c0) * es, x->dtype, 1, c1 - c0, 0 };
+    return amax_fold(ctx, sink, &p, p.cols, amax, 0, stream);
+  }
+  int64_t rw = r0;
+  if (c0) {
+    bc_tensor p = { base + (size_t)(r0 * ld + c0) * es, x->dtype, 1, K - c0, 0 };
+    if ((s = amax_fold(ctx, sink, &p, p.cols, amax, 0, stream)) != BC_OK) return s;
+    rw++;
+  }
+  if (r1 > rw) {
+    bc_tensor p = { base + (size_t)(rw * ld) * es, x->dtype, r1 - rw, K, ld };
+    if ((s = amax_fold(ctx, sink, &p, ld, amax, 0, stream)) != BC_OK) return s;
+  }
+  if (c1) {
+    bc_tensor p = { base + (size_t)(r1 * ld) * es, x->dtype, 1, c1, 0 };
+    s = amax_fold(ctx, sink, &p, p.cols, amax, 0, stream);
+  }
+  return s;
+}
+
+bc_status bc_amax_range(bc_ctx *ctx, const bc_tensor *x, int64_t start, int64_t len, float *amax, void *stream) {
+  if (!ctx) return BC_ERR_ARG;
+  bci_clear_error(ctx);
+  return bci_amax_range(ctx, NULL, x, start, len, amax, stream);
 }
 
 bc_status bci_amax(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, float *amax, void *stream) {

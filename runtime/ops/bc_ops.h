@@ -9,6 +9,8 @@
 /* The operations of blockcast.h on one tensor with a sink (NULL: launch now; else record the
  * launches for a list, jit/bc_jit.h). They do not clear the context's error first. */
 BCI_HIDDEN bc_status bci_amax(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, float *amax, void *stream);
+BCI_HIDDEN bc_status bci_amax_range(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, int64_t start, int64_t len, float *amax,
+                                    void *stream);
 BCI_HIDDEN bc_status bci_compute_scale(bc_ctx *ctx, bci_sink *sink, const bc_format *fmt, const float *amax, float *scale,
                                        float *scale_inv, void *stream);
 BCI_HIDDEN bc_status bci_quantize(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, bc_qtensor *q, void *stream);
