@@ -177,6 +177,8 @@ bc_status bci_cuda_device(bc_ctx *ctx, char arch[16], int *sm_count) {
 }
 
 bc_status bci_cuda_memset32(bc_ctx *ctx, void *dptr, uint32_t value, size_t count, void *stream) {
+  bc_status s = bci_cuda_load(ctx);
+  if (s != BC_OK) return s;
   BCI_CU(ctx, bci_cu.MemsetD32Async((CUdeviceptr)(uintptr_t)dptr, value, count, (CUstream)stream));
   return BC_OK;
 }
@@ -184,6 +186,8 @@ bc_status bci_cuda_memset32(bc_ctx *ctx, void *dptr, uint32_t value, size_t coun
 bc_status bci_ws_alloc(bc_ctx *ctx, size_t bytes, void *stream, void **out) {
   *out = NULL;
   if (!bytes) return BC_OK;
+  bc_status s = bci_cuda_load(ctx);
+  if (s != BC_OK) return s;
   CUdeviceptr p = 0;
   CUresult r = bci_cu.MemAllocAsync(&p, bytes, (CUstream)stream);
   if (r != CUDA_SUCCESS) {

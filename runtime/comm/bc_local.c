@@ -162,6 +162,8 @@ bc_status bci_local_check(bc_ctx *ctx, bc_comm *comm, const char *fn, const char
 
 /* this rank's events, made in its current CUDA context */
 static bc_status events(bc_ctx *ctx, bc_comm *c) {
+  bc_status s = bci_cuda_load(ctx);
+  if (s != BC_OK) return s;
   CUcontext cu = NULL;
   BCI_CU(ctx, bci_cu.CtxGetCurrent(&cu));
   if (c->ready && cu == c->cu) return BC_OK;

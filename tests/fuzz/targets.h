@@ -224,6 +224,16 @@ static inline int fuzz_args_one(const uint8_t *d, size_t n) {
         break;
       }
       case 5: s = bc_compute_scale_list(ctx, fmt, ln, fz_ptr(&r, host), fz_ptr(&r, host + 64), fz_ptr(&r, host + 128), NULL); break;
+      case 6: {
+        int64_t st[4], len[4];
+        for (int i = 0; i < 4; i++) {
+          st[i] = (int64_t)fz_u64(&r, 8);
+          len[i] = (int64_t)fz_u64(&r, 8);
+        }
+        s = (flags & 16) ? bc_amax_range(ctx, &x, st[0], len[0], fz_ptr(&r, host + 32768), NULL)
+                         : bc_amax_range_list(ctx, ln, xs, st, len, fz_ptr(&r, host + 32768), NULL);
+        break;
+      }
       default: {
         bc_group_offsets off[5];
         int dirs = (int)(fz_u64(&r, 1) % 5) - 1;
@@ -263,7 +273,12 @@ static inline int fuzz_args_one(const uint8_t *d, size_t n) {
       case 1: s = bc_all_gather(ctx, one, &x, (flags & 16) ? rows : r1, &q, NULL); break;
       case 2: s = bc_all_gather_quantized(ctx, one, &q, (flags & 16) ? rows : r1, &q, NULL); break;
       case 3: s = bc_quantize_comm(ctx, one, &x, &q, NULL); break;
-      case 4: s = bc_quantize_list_comm(ctx, one, (int64_t)(fz_u64(&r, 1) % 4) - 1, &x, &q, NULL); break;
+      case 4: {
+        bc_tensor x4[3] = { x, x, x };
+        bc_qtensor q4[3] = { q, q, q };
+        s = bc_quantize_list_comm(ctx, one, (int64_t)(fz_u64(&r, 1) % 4) - 1, x4, q4, NULL);
+        break;
+      }
       case 5: s = bc_amax_allreduce(ctx, one, fz_ptr(&r, host + 32768), (int64_t)(fz_u64(&r, 1) % 4) - 1, NULL); break;
       default: s = bc_comm_id_from_string(ctx, str, &id); break;
       }
