@@ -335,7 +335,11 @@ BC_API bc_status bc_quantize_grouped(bc_ctx *ctx, const bc_tensor *x, int64_t gr
  * every rank with a message naming both), NCCL checks it when BLOCKCAST_COMM_CHECK=1 (a small
  * metadata all-gather that synchronizes the host: for debugging). A local rank that waits
  * longer than $BLOCKCAST_COMM_TIMEOUT seconds (default 600) for the others fails, and the
- * communicator is then unusable (every later call fails saying why). */
+ * communicator is then unusable (every later call fails saying why). A rank that fails during
+ * a call still takes part in the call's collectives: over the local transport its peers then
+ * fail too, naming it; over NCCL they cannot know (they receive what its buffers hold), and a
+ * rank that returns before a collective leaves its NCCL peers waiting, as NCCL itself does.
+ * The local transport is tested with every rank on one GPU. */
 typedef struct bc_comm bc_comm;
 
 #define BC_COMM_ID_BYTES 128
@@ -372,8 +376,8 @@ typedef struct bc_comm_info {
   int rank, size;
   uint64_t collectives; /* collective operations issued by this rank */
   uint64_t bytes_sent;  /* bytes this rank contributed: an all-gather's send buffer (once, not
-                           per receiver), an all-reduce's buffer; what bc_comm_bytes_sent's
-                           formulas in README.md count */
+                           per receiver), an all-reduce's buffer; what bc_all_gather_bytes and
+                           the table in README.md count */
 } bc_comm_info;
 BC_API bc_status bc_comm_get_info(bc_ctx *ctx, const bc_comm *comm, bc_comm_info *out);
 
@@ -400,7 +404,9 @@ BC_API bc_status bc_quantize_list_comm(bc_ctx *ctx, bc_comm *comm, int64_t n, co
  * partial amaxes of their boundary blocks and quantize those blocks with their true scales;
  * only quantized data, scales and those amaxes travel. Columnwise data that follows from the
  * gathered rowwise data (per-tensor and 2D-block formats) is built locally, not sent.
- * rows: [size] row counts, the same on every rank. Stochastic rounding is not supported here. */
+ * rows: [size] row counts, the same on every rank; x has the same dtype on every rank. Up to 64
+ * ranks; no stochastic rounding; per-tensor and 2D-block formats need transposed columnwise
+ * data (their columnwise copy is a transpose of the rowwise one). */
 BC_API bc_status bc_all_gather(bc_ctx *ctx, bc_comm *comm, const bc_tensor *x, const int64_t *rows, bc_qtensor *out,
                                void *stream);
 
