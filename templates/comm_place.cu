@@ -13,7 +13,9 @@
 // [cols, rows] (columnwise); data is the view, or its transpose; scales are one entry per view
 // row (per_row) or per vbr view rows, and per vbc view cols, stored row-major (order 0), transposed
 // (1) or in the 128x4 GEMM swizzle (2), padded to multiples of pad_r x pad_c. 4-bit data packs
-// two elements per byte, element 2j in the low nibble unless high_first.
+// two elements per byte, element 2j in the low nibble unless high_first. The output's scale
+// layout comes from the host (og: bci_geom_get's, the bc_sl of common.cuh); a slab's is derived
+// here from its row count.
 //
 // scales = 0: one thread per output data byte; 1: one per stored scale entry (padding -> zeros);
 // output rows along the grid's y, their bytes or entries along x.
@@ -31,13 +33,13 @@ struct bc_psrc {
 static __device__ __forceinline__ i64 bc_cdiv(i64 a, i64 b) { return (a + b - 1) / b; }
 static __device__ __forceinline__ i64 bc_rup(i64 a, i64 m) { return bc_cdiv(a, m) * m; }
 
-struct bc_sgeo {
-  i64 lrows, lcols, prows, pcols, ld;
-};
-
-static __device__ bc_sgeo bc_scale_geo(const bc_pdir &d, i64 rows, i64 cols) {
+// the compact scale layout of a slab of `rows` rows (fmt/bc_layout.c: bci_geom_get), as the
+// bc_sl of common.cuh (addressed by bc_sl_offset); order 2 (swizzled) for a swizzled input
+static __device__ bc_sl bc_scale_geo(const bc_pdir &d, i64 rows, i64 cols) {
   const i64 vr = d.col ? cols : rows, vc = d.col ? rows : cols;
-  bc_sgeo g;
+  bc_sl g;
+  g.order = d.order;
+  g.per_row = d.per_row;
   g.lrows = d.per_row ? vr : bc_cdiv(vr, d.vbr);
   g.lcols = bc_cdiv(vc, d.vbc);
   if (d.order == 0) {
@@ -54,13 +56,6 @@ static __device__ bc_sgeo bc_scale_geo(const bc_pdir &d, i64 rows, i64 cols) {
     g.ld = g.pcols;
   }
   return g;
-}
-
-// entry (r, c) of the logical [lrows, lcols] scale matrix (fmt/bc_layout.c: bci_sl_offset)
-static __device__ __forceinline__ i64 bc_scale_at(const bc_pdir &d, const bc_sgeo &g, i64 r, i64 c) {
-  if (d.order == 0) return r * g.ld + c;
-  if (d.order == 1) return c * g.ld + r;
-  return (r / 128) * (g.pcols / 4) * 512 + (c / 4) * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + c % 4;
 }
 
 // the rank whose rows hold tensor row m (ranks without rows hold none)
@@ -90,7 +85,7 @@ static __device__ __forceinline__ u32 bc_slab_code(const u8 *__restrict__ src, c
 }
 
 extern "C" __global__ void __launch_bounds__(BC_THREADS)
-${KERNEL}(u8 *__restrict__ dst, i64 rows, i64 cols, bc_pdir od, int scales, const u8 *__restrict__ src, bc_pdir sd,
+${KERNEL}(u8 *__restrict__ dst, i64 rows, i64 cols, bc_pdir od, bc_sl og, int scales, const u8 *__restrict__ src, bc_pdir sd,
           bc_psrc tp) {
   // the rank table into shared memory, each word read from the parameters at a constant offset
   // (an indexed parameter array would be copied to every thread's local memory)
@@ -168,13 +163,12 @@ ${KERNEL}(u8 *__restrict__ dst, i64 rows, i64 cols, bc_pdir od, int scales, cons
       }
     return;
   }
-  const bc_sgeo og = bc_scale_geo(od, rows, cols);
   const int eb = od.bits / 8;
 #pragma unroll 1
   for (i64 lr = BC_BID.y; lr < og.prows; lr += BC_GDIM.y)
 #pragma unroll 1
     for (i64 lc = (i64)BC_BID.x * BC_THREADS + threadIdx.x; lc < og.pcols; lc += (i64)BC_GDIM.x * BC_THREADS) {
-      u8 *o = dst + bc_scale_at(od, og, lr, lc) * eb;
+      u8 *o = dst + bc_sl_offset(og, lr, lc) * eb;
       if (lr >= og.lrows || lc >= og.lcols) {
         for (int b = 0; b < eb; b++) o[b] = 0;
         continue;
@@ -185,8 +179,8 @@ ${KERNEL}(u8 *__restrict__ dst, i64 rows, i64 cols, bc_pdir od, int scales, cons
       const int r = bc_owner(t, m0);
       const i64 lm = m0 - t.a[r];
       const i64 svr = sd.col ? k0 : lm, svc = sd.col ? lm : k0;
-      const bc_sgeo sg = bc_scale_geo(sd, t.s[r], cols);
-      const i64 at = bc_scale_at(sd, sg, sd.per_row ? svr : svr / sd.vbr, svc / sd.vbc);
+      const bc_sl sg = bc_scale_geo(sd, t.s[r], cols);
+      const i64 at = bc_sl_offset(sg, sd.per_row ? svr : svr / sd.vbr, svc / sd.vbc);
       const u8 *p = src + t.off[r] + at * eb;
       for (int b = 0; b < eb; b++) o[b] = p[b];
     }

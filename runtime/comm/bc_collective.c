@@ -311,10 +311,13 @@ static bc_status place(bc_ctx *ctx, const plan *p, void *dst, pdir od, int scale
                        void *stream) {
   int64_t rows = p->M, cols = p->K;
   int64_t nr, nc; /* output rows, and bytes (entries) per row */
+  bci_sl osl;      /* the output's scale layout (scales) */
+  memset(&osl, 0, sizeof osl);
   if (scales) {
     bci_geom g;
     bc_status s = bci_geom_get(ctx, "bc_all_gather", p->f, rows, cols, od.col ? BC_COLUMNWISE : BC_ROWWISE, od.order == 2, &g);
     if (s != BC_OK) return s;
+    osl = g.sl;
     nr = g.sl.prows;
     nc = g.sl.pcols;
   } else {
@@ -333,9 +336,10 @@ static bc_status place(bc_ctx *ctx, const plan *p, void *dst, pdir od, int scale
   int64_t gx = cdiv(nc, k->launch.threads);
   if (gx > cap) gx = cap;
   int64_t gy = nr < cap / gx ? nr : cap / gx;
-  bci_arg args[] = { BCI_ARG(dst), BCI_ARG(rows), BCI_ARG(cols), BCI_ARG(od), BCI_ARG(scales), BCI_ARG(src), BCI_ARG(sd), BCI_ARG(*t) };
+  bci_arg args[] = { BCI_ARG(dst), BCI_ARG(rows), BCI_ARG(cols), BCI_ARG(od), BCI_ARG(osl), BCI_ARG(scales), BCI_ARG(src), BCI_ARG(sd),
+                     BCI_ARG(*t) };
   return bci_run(ctx, NULL, k, (unsigned)(gx > 0 ? gx : 1), (unsigned)(gy > 0 ? gy : 1), 1, (unsigned)k->launch.threads, 0, stream,
-                 args, 8);
+                 args, 9);
 }
 
 /* the columnwise data of per-tensor and 2D-block formats: the transpose of the gathered rowwise

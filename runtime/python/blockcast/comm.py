@@ -20,7 +20,7 @@ import torch
 
 from . import _capi as C
 from ._capi import BlockcastError
-from .core import QuantizedTensor, check_dirs, get_format, handle
+from .core import _TORCH_DT, QuantizedTensor, check_dirs, handle
 from .ops import _alloc_dirs, _check_cuda, _hp, _launch, _stream
 
 __all__ = ["Comm", "comm_id", "amax_allreduce", "quantize_comm", "all_gather", "all_gather_quantized"]
@@ -151,7 +151,6 @@ def _hp_rows(fn, x):
     if isinstance(x, torch.Tensor) and x.dim() >= 1 and x.shape[0] == 0 and x.numel() == 0:
         _check_cuda(fn, "x", x)
         cols = x.shape[-1] if x.dim() > 1 else 0
-        from .core import _TORCH_DT
         dt = _TORCH_DT.get(x.dtype)
         if dt is None:
             raise BlockcastError("BC_ERR_ARG", f"{fn}: x has dtype {x.dtype}; expected torch.float32, torch.bfloat16 or torch.float16")
