@@ -23,6 +23,7 @@ esac
 # ---- dependencies ----------------------------------------------------------------------------
 pkgs=(lua5.4 liblua5.4-dev make gcc libc6-dev perl binutils python3 python3-numpy)
 [ "$cmd" = fuzz ] && pkgs+=(clang libclang-rt-14-dev)
+[ "$cmd" = test ] && pkgs+=(python3-torch)  # blockcast.torch's CPU tier (tests/26-python-torch.sh)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

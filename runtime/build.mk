@@ -94,10 +94,11 @@ $(B)/lib/libblockcast.so: $(LIB_OBJS) $(B)/obj/jit/aot.o $(B)/obj/jit/bc_lua_shi
 	@echo "built $@"
 
 # the Python package with the shared library inside it, for `pip install build/python`
-PY_SRCS = runtime/python/pyproject.toml $(wildcard runtime/python/blockcast/*.py)
+PY_SRCS = runtime/python/pyproject.toml $(wildcard runtime/python/blockcast/*.py runtime/python/blockcast/torch/*.py)
 $(B)/python/.staged: $(PY_SRCS) $(B)/lib/libblockcast.so
-	@rm -rf $(B)/python && mkdir -p $(B)/python/blockcast/lib
+	@rm -rf $(B)/python && mkdir -p $(B)/python/blockcast/lib $(B)/python/blockcast/torch
 	@cp runtime/python/pyproject.toml $(B)/python/ && cp runtime/python/blockcast/*.py $(B)/python/blockcast/
+	@cp runtime/python/blockcast/torch/*.py $(B)/python/blockcast/torch/
 	@cp $(B)/lib/libblockcast.so $(B)/python/blockcast/lib/libblockcast.so.0
 	@touch $@
 

@@ -112,6 +112,7 @@ bc_amax = _proto("bc_amax", [_P, ctypes.POINTER(Tensor), _P, _P])
 bc_compute_scale = _proto("bc_compute_scale", [_P, _P, _P, _P, _P, _P])
 bc_quantize = _proto("bc_quantize", [_P, ctypes.POINTER(Tensor), ctypes.POINTER(QTensor), _P])
 bc_quantize_cast = _proto("bc_quantize_cast", [_P, ctypes.POINTER(Tensor), ctypes.POINTER(QTensor), _P])
+bc_quantize_list = _proto("bc_quantize_list", [_P, _I64, ctypes.POINTER(Tensor), ctypes.POINTER(QTensor), _P])
 bc_dequantize = _proto("bc_dequantize", [_P, ctypes.POINTER(QTensor), ctypes.c_int, ctypes.POINTER(Tensor), _P])
 bc_delayed_scale_update = _proto("bc_delayed_scale_update", [_P, _P, _I64, ctypes.c_int, _P, _P, _P, ctypes.c_int,
                                                              ctypes.c_int, _P])

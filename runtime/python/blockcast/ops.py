@@ -6,13 +6,14 @@ Every operation is also a torch custom op (torch.ops.blockcast.*, with fake impl
 that give the exact output shapes and dtypes), which is what torch.compile sees; in eager mode
 the functions below call the library directly, without the dispatcher's overhead."""
 import ctypes
+import threading
 
 import torch
 
 from . import _capi as C
 from ._capi import BlockcastError
-from .core import (QuantizedTensor, _TORCH_DT, _layout, check_dirs, data_shape, delayed_args, direction_code, flat2d,
-                   get_format, handle, scale_shape, torch_data_dtype, torch_scale_dtype)
+from .core import (Format, QuantizedTensor, _TORCH_DT, _layout, check_dirs, data_shape, delayed_args, direction_code,
+                   flat2d, get_format, handle, scale_shape, torch_data_dtype, torch_scale_dtype)
 
 _EMPTY_SHAPE = (0,)
 
@@ -89,12 +90,43 @@ def _single_device():
     return _ndev[0] == 1
 
 
+_tls = threading.local()
+_cuda = []
+
+
+def _current_context(index):
+    """Make device `index`'s primary context (the one torch uses) current on this thread if the
+    thread has none: threads that have not made a CUDA runtime call yet (autograd's backward
+    workers, a user's threads) have no current context, and torch.cuda.set_device of the device
+    torch thinks is current does not make one."""
+    if not _cuda:
+        lib = ctypes.CDLL("libcuda.so.1")
+        for name, args in (("cuCtxGetCurrent", [ctypes.POINTER(ctypes.c_void_p)]),
+                           ("cuDeviceGet", [ctypes.POINTER(ctypes.c_int), ctypes.c_int]),
+                           ("cuDevicePrimaryCtxRetain", [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int]),
+                           ("cuCtxSetCurrent", [ctypes.c_void_p])):
+            getattr(lib, name).argtypes = args
+        _cuda.append(lib)
+    lib = _cuda[0]
+    cur = ctypes.c_void_p()
+    if lib.cuCtxGetCurrent(ctypes.byref(cur)) == 0 and cur.value:
+        return
+    d, pctx = ctypes.c_int(), ctypes.c_void_p()
+    if lib.cuDeviceGet(ctypes.byref(d), index) != 0 or lib.cuDevicePrimaryCtxRetain(ctypes.byref(pctx), d) != 0 \
+            or lib.cuCtxSetCurrent(pctx) != 0:
+        raise BlockcastError("BC_ERR_CUDA", f"could not make device {index}'s primary CUDA context current on this thread")
+
+
 def _launch(dev, fn, *args):
     """C.call with dev's context current (the library launches on the current context)."""
     if _single_device():
+        if not getattr(_tls, "ready", False):
+            _current_context(dev.index if dev.index is not None else torch.cuda.current_device())
+            _tls.ready = True
         C.call(fn, *args)
     else:
         with _on_device(dev):
+            _current_context(dev.index if dev.index is not None else torch.cuda.current_device())
             C.call(fn, *args)
 
 
@@ -254,6 +286,21 @@ def _op_quantize(x, fmt, rowwise, columnwise, swizzled, stochastic_rounding, see
     return rd, rs, cd, cs, a if a is not None else e, s if s is not None else e.clone()
 
 
+def _take_offset(fn, counter):
+    """The stochastic-rounding offset held by a counter (a CPU int64 tensor of one element), which
+    the call then increments in place: a step counter that torch.compile carries as a tensor."""
+    if counter.device.type != "cpu" or counter.dtype != torch.int64 or counter.numel() != 1:
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: offset is a {counter.dtype} tensor of {counter.numel()} elements on "
+                             f"{counter.device}; a counter offset is a CPU torch.int64 tensor of one element")
+    off = int(counter.view(-1)[0])
+    counter.add_(1)
+    return off
+
+
+def _op_quantize_counted(x, fmt, rowwise, columnwise, swizzled, seed, counter):
+    return _op_quantize(x, fmt, rowwise, columnwise, swizzled, True, seed, _take_offset("quantize", counter))
+
+
 def _fake_quantize(x, fmt, rowwise, columnwise, swizzled, stochastic_rounding, seed, offset):
     (rd, rs, cd, cs), f = _fake_dirs(x, fmt, rowwise, columnwise, swizzled)
     return (rd, rs, cd, cs, x.new_empty(1 if (f.per_tensor or f.two_level) else 0, dtype=torch.float32),
@@ -290,6 +337,9 @@ _OPS = {
                       lambda fmt, amax: (amax.new_empty(1, dtype=torch.float32), amax.new_empty(1, dtype=torch.float32))),
     "quantize": ("quantize(Tensor x, str fmt, bool rowwise, bool columnwise, bool swizzled, bool stochastic_rounding, "
                  "int seed, int offset) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)", _op_quantize, _fake_quantize),
+    "quantize_counted": ("quantize_counted(Tensor x, str fmt, bool rowwise, bool columnwise, bool swizzled, int seed, "
+                         "Tensor(a!) counter) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)", _op_quantize_counted,
+                         lambda x, fmt, r, c, sw, seed, counter: _fake_quantize(x, fmt, r, c, sw, True, seed, 0)),
     "quantize_cast": ("quantize_cast(Tensor x, str fmt, Tensor? scale, Tensor? amax, bool rowwise, bool columnwise, "
                       "bool swizzled, bool stochastic_rounding, int seed, int offset) -> (Tensor, Tensor, Tensor, Tensor)",
                       _op_quantize_cast, _fake_quantize_cast),
@@ -337,8 +387,20 @@ def quantize(x, fmt, *, rowwise=True, columnwise=False, swizzled=False, stochast
     """Quantize x (a CUDA float32 / bfloat16 / float16 tensor, leading dims flattened into rows)
     into every asked direction in one read: current scaling for per-tensor formats (amax and
     scale computed here), block scales for block formats, the global amax for two-level
-    formats (NVFP4). swizzled: block scales in the 128x4 GEMM layout. Returns a QuantizedTensor."""
+    formats (NVFP4). swizzled: block scales in the 128x4 GEMM layout. stochastic_rounding: keyed by
+    (seed, offset); offset may be a counter (a CPU int64 tensor of one element) that the call reads
+    and increments, which torch.compile carries from step to step. Returns a QuantizedTensor."""
     f = get_format(fmt)
+    if isinstance(offset, torch.Tensor):
+        if not stochastic_rounding:
+            raise BlockcastError("BC_ERR_ARG", "quantize: a counter offset (tensor) is for stochastic rounding; pass "
+                                 "stochastic_rounding=True or an integer offset")
+        if _compiling():
+            r = torch.ops.blockcast.quantize_counted(x, f.name, rowwise, columnwise, swizzled, seed, offset)
+            rows, cols, _ = flat2d(x, "quantize", "x", True)
+            return _result(f, (rows, cols), r, rowwise, columnwise, swizzled,
+                           r[4] if (f.per_tensor or f.two_level) else None, r[5] if f.per_tensor else None)
+        offset = _take_offset("quantize", offset)
     if _compiling():
         r = torch.ops.blockcast.quantize(x, f.name, rowwise, columnwise, swizzled, stochastic_rounding, seed, offset)
         rows, cols, _ = flat2d(x, "quantize", "x", True)
@@ -354,6 +416,11 @@ def quantize_cast(x, fmt, *, scale=None, amax=None, rowwise=True, columnwise=Fal
     all-reduced amax) or a given global amax (two-level formats: amax=). Block formats compute
     their block scales as quantize does."""
     f = get_format(fmt)
+    if isinstance(offset, torch.Tensor):
+        if _compiling():
+            raise BlockcastError("BC_ERR_ARG", "quantize_cast: a counter offset (tensor) is not traced by torch.compile; "
+                                 "pass an integer offset there (quantize takes a counter under compile)")
+        offset = _take_offset("quantize_cast", offset)
     if _compiling():
         r = torch.ops.blockcast.quantize_cast(x, f.name, scale, amax, rowwise, columnwise, swizzled,
                                               stochastic_rounding, seed, offset)
@@ -403,3 +470,49 @@ def delayed_scale_update(fmt, history, scale, scale_inv=None, margin=0, algo="ma
         torch.ops.blockcast.delayed_scale_update(f.name, history, scale, scale_inv, margin, algo)
     else:
         _delayed_impl(f.name, history, scale, scale_inv, margin, algo)
+
+
+def quantize_list(xs, fmts, *, rowwise=True, columnwise=False, swizzled=False):
+    """quantize() of every tensor of xs (CUDA, one device) in one list launch per kernel family
+    (bc_quantize_list): fmts is one format for all or one per tensor. Current scaling for
+    per-tensor formats, the global amax for two-level formats. Returns a list of QuantizedTensor.
+    Not traced by torch.compile (call it outside the compiled region, e.g. after the optimizer step)."""
+    xs = list(xs)
+    n = len(xs)
+    if isinstance(fmts, (str, Format)):
+        fmts = [fmts] * n
+    fmts = list(fmts)
+    if len(fmts) != n:
+        raise BlockcastError("BC_ERR_ARG", f"quantize_list: {n} tensors but {len(fmts)} formats; pass one format or one per tensor")
+    if n == 0:
+        return []
+    tens = (C.Tensor * n)()
+    qs = (C.QTensor * n)()
+    out = []
+    dev = None
+    for i, (x, fmt) in enumerate(zip(xs, fmts)):
+        try:
+            f, h = handle(fmt)
+            check_dirs("quantize_list", f, rowwise, columnwise)
+            t = _hp("quantize_list", x)
+            _same_device("quantize_list", "x", x, dev)
+        except BlockcastError as e:
+            raise BlockcastError(e.status, f"quantize_list: tensor {i}: {e.message}") from None
+        dev = x.device
+        tens[i] = t
+        rd, rs, cd, cs = _alloc_dirs(f, t.rows, t.cols, rowwise, columnwise, swizzled, dev)
+        q = qs[i]
+        q.format, q.rows, q.cols = h, t.rows, t.cols
+        q.rowwise_data, q.rowwise_scale_inv = (rd.data_ptr(), rs.data_ptr()) if rowwise else (None, None)
+        q.columnwise_data, q.columnwise_scale_inv = (cd.data_ptr(), cs.data_ptr()) if columnwise else (None, None)
+        q.scale_swizzled = 1 if swizzled else 0
+        amax = scale = None
+        if f.per_tensor or f.two_level:
+            amax = torch.empty(1, dtype=torch.float32, device=dev)
+            q.amax = amax.data_ptr()
+        if f.per_tensor:
+            scale = torch.empty(1, dtype=torch.float32, device=dev)
+            q.scale = scale.data_ptr()
+        out.append(QuantizedTensor(f, (t.rows, t.cols), rd, rs, cd, cs, amax, scale, bool(swizzled)))
+    _launch(dev, C.bc_quantize_list, n, tens, qs, _stream(dev))
+    return out

@@ -1,6 +1,8 @@
 """A small TAP harness: every `test_*` function of a module is one test point; a test that
 raises (an assert or anything else) is `not ok` with the traceback as diagnostics; `skip(why)`
-inside a test makes it `ok ... # SKIP why`; `skip_all(why)` before running prints `1..0 # SKIP`."""
+inside a test makes it `ok ... # SKIP why`; `skip_all(why)` before running prints `1..0 # SKIP`. TAP_ONLY=text runs only the tests whose name
+contains text."""
+import os
 import sys
 import traceback
 
@@ -19,7 +21,9 @@ def skip_all(why):
 
 
 def run(module_globals):
-    tests = [(n, f) for n, f in module_globals.items() if n.startswith("test_") and callable(f)]
+    only = os.environ.get("TAP_ONLY")  # run only the tests whose name contains it
+    tests = [(n, f) for n, f in module_globals.items() if n.startswith("test_") and callable(f)
+             and (not only or only in n)]
     failed = 0
     for i, (name, fn) in enumerate(tests, 1):
         doc = (fn.__doc__ or "").strip().splitlines()
