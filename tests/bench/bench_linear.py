@@ -35,13 +35,19 @@ def step(lin, x, dy):
     x.grad = None
 
 
-def measure(recipe, m, k, n, iters):
+def setup(recipe, m, k, n):
+    """The layer and its operands, after 5 warm-up iterations (GEMM paths decided, kernels loaded)."""
     lin = layer(recipe, k, n)
     x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     dy = torch.randn(m, n, device="cuda", dtype=torch.bfloat16) * 1e-3
     for _ in range(5):
         step(lin, x, dy)
     torch.cuda.synchronize()
+    return lin, x, dy
+
+
+def measure(recipe, m, k, n, iters):
+    lin, x, dy = setup(recipe, m, k, n)
     t0 = time.perf_counter()
     for _ in range(iters):
         step(lin, x, dy)
@@ -64,13 +70,7 @@ def main():
     if a.host_profile:
         import cProfile
         import pstats
-        m, k, n = SHAPES[0]
-        lin = layer(a.host_profile, k, n)
-        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-        dy = torch.randn(m, n, device="cuda", dtype=torch.bfloat16) * 1e-3
-        for _ in range(5):
-            step(lin, x, dy)
-        torch.cuda.synchronize()
+        lin, x, dy = setup(a.host_profile, *SHAPES[0])
         pr = cProfile.Profile()
         pr.enable()
         for _ in range(a.iters):

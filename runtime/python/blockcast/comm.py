@@ -21,7 +21,7 @@ import torch
 from . import _capi as C
 from ._capi import BlockcastError
 from .core import _TORCH_DT, QuantizedTensor, check_dirs, handle
-from .ops import _alloc_dirs, _check_cuda, _hp, _launch, _stream
+from .ops import _check_cuda, _hp, _launch, _out, _stream
 
 __all__ = ["Comm", "comm_id", "amax_allreduce", "quantize_comm", "all_gather", "all_gather_quantized"]
 
@@ -129,21 +129,6 @@ def _rows_of(fn, comm, rows, m):
         raise BlockcastError("BC_ERR_ARG", f"{fn}: rows has {len(rows)} entries but the communicator has {n} ranks; "
                              "pass every rank's row count")
     return (ctypes.c_int64 * n)(*rows), sum(rows)
-
-
-def _out(f, rows, cols, rowwise, columnwise, swizzled, dev):
-    rd, rs, cd, cs = _alloc_dirs(f, rows, cols, rowwise, columnwise, swizzled, dev)
-    q = C.QTensor(None, rows, cols, rd.data_ptr() if rowwise else None, rs.data_ptr() if rowwise else None,
-                  cd.data_ptr() if columnwise else None, cs.data_ptr() if columnwise else None)
-    q.scale_swizzled = 1 if swizzled else 0
-    amax = scale = None
-    if f.per_tensor or f.two_level:
-        amax = torch.empty(1, dtype=torch.float32, device=dev)
-        q.amax = amax.data_ptr()
-    if f.per_tensor:
-        scale = torch.empty(1, dtype=torch.float32, device=dev)
-        q.scale = scale.data_ptr()
-    return q, (rd, rs, cd, cs, amax, scale)
 
 
 def _hp_rows(fn, x):

@@ -472,6 +472,23 @@ def delayed_scale_update(fmt, history, scale, scale_inv=None, margin=0, algo="ma
         _delayed_impl(f.name, history, scale, scale_inv, margin, algo)
 
 
+def _out(f, rows, cols, rowwise, columnwise, swizzled, dev):
+    """A bc_qtensor (format unset) over new torch buffers of the asked directions, with the amax /
+    scale the format needs: (q, (rd, rs, cd, cs, amax, scale)); absent ones are None."""
+    rd, rs, cd, cs = _alloc_dirs(f, rows, cols, rowwise, columnwise, swizzled, dev)
+    q = C.QTensor(None, rows, cols, rd.data_ptr() if rowwise else None, rs.data_ptr() if rowwise else None,
+                  cd.data_ptr() if columnwise else None, cs.data_ptr() if columnwise else None)
+    q.scale_swizzled = 1 if swizzled else 0
+    amax = scale = None
+    if f.per_tensor or f.two_level:
+        amax = torch.empty(1, dtype=torch.float32, device=dev)
+        q.amax = amax.data_ptr()
+    if f.per_tensor:
+        scale = torch.empty(1, dtype=torch.float32, device=dev)
+        q.scale = scale.data_ptr()
+    return q, (rd, rs, cd, cs, amax, scale)
+
+
 def quantize_list(xs, fmts, *, rowwise=True, columnwise=False, swizzled=False):
     """quantize() of every tensor of xs (CUDA, one device) in one list launch per kernel family
     (bc_quantize_list): fmts is one format for all or one per tensor. Current scaling for
@@ -500,19 +517,9 @@ def quantize_list(xs, fmts, *, rowwise=True, columnwise=False, swizzled=False):
             raise BlockcastError(e.status, f"quantize_list: tensor {i}: {e.message}") from None
         dev = x.device
         tens[i] = t
-        rd, rs, cd, cs = _alloc_dirs(f, t.rows, t.cols, rowwise, columnwise, swizzled, dev)
-        q = qs[i]
-        q.format, q.rows, q.cols = h, t.rows, t.cols
-        q.rowwise_data, q.rowwise_scale_inv = (rd.data_ptr(), rs.data_ptr()) if rowwise else (None, None)
-        q.columnwise_data, q.columnwise_scale_inv = (cd.data_ptr(), cs.data_ptr()) if columnwise else (None, None)
-        q.scale_swizzled = 1 if swizzled else 0
-        amax = scale = None
-        if f.per_tensor or f.two_level:
-            amax = torch.empty(1, dtype=torch.float32, device=dev)
-            q.amax = amax.data_ptr()
-        if f.per_tensor:
-            scale = torch.empty(1, dtype=torch.float32, device=dev)
-            q.scale = scale.data_ptr()
+        q, (rd, rs, cd, cs, amax, scale) = _out(f, t.rows, t.cols, rowwise, columnwise, swizzled, dev)
+        q.format = h
+        qs[i] = q
         out.append(QuantizedTensor(f, (t.rows, t.cols), rd, rs, cd, cs, amax, scale, bool(swizzled)))
     _launch(dev, C.bc_quantize_list, n, tens, qs, _stream(dev))
     return out
