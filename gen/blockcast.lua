@@ -39,11 +39,12 @@ local function host() return assert(rawget(_G, "bc_host"), "bc_host is not set")
 
 -- Families whose kernels also get a list variant (templates/list.cu): one launch runs the kernel
 -- over many tensors, each with its own arguments and grid (runtime/multi/bc_list.c).
-local LIST_FAMILIES = { amax = true, scale = true, quantize = true, dequantize = true, swizzle = true, zero = true, copy = true }
+local LIST_FAMILIES = { amax = true, scale = true, quantize = true, dequantize = true, swizzle = true, zero = true, copy = true,
+                        shard = true }
 
 local function add_kernel(k)
   registry.kernels[k.name] = k
-  if LIST_FAMILIES[k.family] then
+  if LIST_FAMILIES[k.family] or k.listable then
     local l = {}
     for kk, v in pairs(k) do l[kk] = v end
     l.name, l.list, l.single = k.name .. "__list", true, k.name
@@ -63,11 +64,20 @@ local function plan_common()
   -- partial block amaxes, block-aligned slabs and the assembly of the gathered buffers
   add_kernel({ name = "bc_comm_max", family = "comm", template = "comm_max.cu", tuning = "dequantize" })
   add_kernel({ name = "bc_comm_place", family = "comm", template = "comm_place.cu", tuning = "dequantize" })
-  add_kernel({ name = "bc_comm_transpose", family = "comm", template = "comm_transpose.cu", tuning = "dequantize" })
+  -- (list variant: bc_shard_finish transposes a list of weights in one launch)
+  add_kernel({ name = "bc_comm_transpose", family = "comm", template = "comm_transpose.cu", tuning = "dequantize", listable = true })
   for _, dt in ipairs(M.DTYPES) do
     add_kernel({ name = "bc_comm_bamax__" .. dt, family = "comm", dtype = dt, template = "comm_bamax.cu", tuning = "dequantize" })
     add_kernel({ name = "bc_comm_stage__" .. dt, family = "comm", dtype = dt, template = "comm_stage.cu", tuning = "dequantize" })
   end
+  -- the sharded cast (runtime/comm/bc_shard.c): partial block amaxes of the cut bands, the staged
+  -- slabs, the placement of a shard's codes and scales; list variants (one launch per list)
+  for _, dt in ipairs(M.DTYPES) do
+    add_kernel({ name = "bc_shard_bamax__" .. dt, family = "shard", dtype = dt, template = "shard_bamax.cu", tuning = "dequantize" })
+    add_kernel({ name = "bc_shard_stage__" .. dt, family = "shard", dtype = dt, template = "shard_stage.cu", tuning = "dequantize" })
+  end
+  add_kernel({ name = "bc_shard_place", family = "shard", template = "shard_place.cu", tuning = "dequantize" })
+  add_kernel({ name = "bc_shard_sctr", family = "shard", template = "shard_sctr.cu", tuning = "dequantize" })
   for _, en in ipairs(spec.sorted_keys(registry.elements)) do
     local e = registry.elements[en]
     -- an element with a fast conversion path gets a self-test (all fp32 inputs, all code pairs)

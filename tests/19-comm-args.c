@@ -103,6 +103,67 @@ static void local_and_collectives(void) {
   ql[1].format = f8; /* per-tensor: needs an amax for the reduction */
   ERR_HAS(bc_quantize_list_comm(ctx, c[0], 2, (bc_tensor[2]){ x, x }, ql, NULL), BC_ERR_ARG, "bc_quantize_list_comm: tensor 1: q->amax is NULL",
           "quantize_list_comm names the entry");
+
+  /* bc_shard_cast: every bad entry named, with what would be right (checked before any launch) */
+  {
+    const bc_format *m4, *b2;
+    bc_format_get(ctx, "mxfp4", &m4);
+    bc_format_get(ctx, "fp8_block_128x128", &b2);
+    float amx, scl;
+    bc_shard sh[2] = { { fake, BC_FP32, 0, 64, 0 }, { fake, BC_BF16, 10, 20, 0 } };
+    bc_qtensor sq[2] = { { mx, 4, 16, fake, fake, NULL, NULL, NULL, NULL, 0, 0, 0, 0 },
+                         { mx, 4, 16, fake, fake, fake, fake, NULL, NULL, 0, 0, 0, 0 } };
+    ERR_HAS(bc_shard_cast(ctx, NULL, 2, sh, sq, NULL), BC_ERR_ARG, "'comm' is NULL", "shard_cast NULL comm");
+    ERR_HAS(bc_shard_cast(ctx, c[0], -1, sh, sq, NULL), BC_ERR_ARG, "n is -1", "shard_cast n < 0");
+    ERR_HAS(bc_shard_cast(ctx, c[0], 2, NULL, sq, NULL), BC_ERR_ARG, "'shards' is NULL", "shard_cast NULL shards");
+    ERR_HAS(bc_shard_cast(ctx, c[0], 2, sh, NULL, NULL), BC_ERR_ARG, "'q' is NULL", "shard_cast NULL q");
+    bc_shard bs = sh[1];
+    bs.len = 60;
+    ERR_HAS(bc_shard_cast(ctx, c[0], 2, (bc_shard[2]){ sh[0], bs }, sq, NULL), BC_ERR_ARG,
+            "weight 1: the shard is [start 10, len 60]; expected 0 <= start and start + len <= 64", "shard_cast shard out of range");
+    bs = sh[1];
+    bs.dtype = (bc_dtype)7;
+    ERR_HAS(bc_shard_cast(ctx, c[0], 2, (bc_shard[2]){ sh[0], bs }, sq, NULL), BC_ERR_ARG, "weight 1: the shard's dtype", "shard_cast bad dtype");
+    bs = sh[1];
+    bs.data = NULL;
+    ERR_HAS(bc_shard_cast(ctx, c[0], 2, (bc_shard[2]){ sh[0], bs }, sq, NULL), BC_ERR_ARG, "weight 1: the shard's data is NULL",
+            "shard_cast NULL data");
+    bc_qtensor bq = sq[1];
+    bq.rowwise_data = bq.columnwise_data = NULL;
+    ERR_HAS(bc_shard_cast(ctx, c[0], 2, sh, (bc_qtensor[2]){ sq[0], bq }, NULL), BC_ERR_ARG, "weight 1: q has no data pointer",
+            "shard_cast no direction");
+    bq = sq[1];
+    bq.format = b2;
+    bq.rows = bq.cols = 128;
+    ERR_HAS(bc_shard_cast(ctx, c[0], 2, sh, (bc_qtensor[2]){ sq[0], bq }, NULL), BC_ERR_ARG,
+            "weight 1: format 'fp8_block_128x128' scales 2D blocks, so its columnwise data is the transpose", "shard_cast 2D columnwise");
+    bq = sq[1];
+    bq.format = f8;
+    bq.columnwise_data = bq.columnwise_scale_inv = NULL;
+    ERR_HAS(bc_shard_cast(ctx, c[0], 2, sh, (bc_qtensor[2]){ sq[0], bq }, NULL), BC_ERR_ARG, "weight 1: q->amax is NULL",
+            "shard_cast per-tensor without amax");
+    bq.amax = &amx;
+    bq.scale = &scl;
+    bq.stochastic_rounding = 1;
+    ERR_HAS(bc_shard_cast(ctx, c[0], 2, sh, (bc_qtensor[2]){ sq[0], bq }, NULL), BC_ERR_ARG, "stochastic rounding is not offered",
+            "shard_cast SR");
+    bq = sq[1];
+    bq.format = m4;
+    bq.cols = 15;
+    bq.rows = 4;
+    bs = sh[1];
+    bs.len = 5;
+    ERR_HAS(bc_shard_cast(ctx, c[0], 2, (bc_shard[2]){ sh[0], bs }, (bc_qtensor[2]){ sq[0], bq }, NULL), BC_ERR_ARG,
+            "bc_shard_cast: weight 1: format 'mxfp4' packs 2 4-bit elements per byte", "shard_cast 4-bit odd columns");
+    is_int(bc_shard_cast(ctx, c[0], 0, NULL, NULL, NULL), BC_OK, "shard_cast of no weights does nothing");
+    ERR_HAS(bc_shard_finish(ctx, 2, NULL, NULL), BC_ERR_ARG, "'q' is NULL", "shard_finish NULL q");
+    bc_qtensor fq = { b2, 128, 128, NULL, fake, fake, fake, NULL, NULL, 0, 0, 0, 0 };
+    ERR_HAS(bc_shard_finish(ctx, 2, (bc_qtensor[2]){ sq[0], fq }, NULL), BC_ERR_ARG,
+            "bc_shard_finish: weight 1: q needs rowwise_data and rowwise_scale_inv", "shard_finish without the rowwise copy");
+    fq.format = NULL;
+    ERR_HAS(bc_shard_finish(ctx, 1, &fq, NULL), BC_ERR_ARG, "weight 0: q->format is NULL", "shard_finish NULL format");
+    is_int(bc_shard_finish(ctx, 1, &sq[1], NULL), BC_OK, "shard_finish skips a 1D format (nothing to build)");
+  }
   bc_comm_destroy(c[0]);
 
   /* bc_all_gather_bytes: the formula on small cases worked by hand */

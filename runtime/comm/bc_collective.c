@@ -29,21 +29,6 @@ static bc_status check_comm(bc_ctx *ctx, const char *fn, const bc_comm *comm) {
   return BC_OK;
 }
 
-/* Every rank enters the same collectives: a rank whose arguments failed its own checks still
- * takes part in the agreement check (local transport; NCCL with BLOCKCAST_COMM_CHECK=1) with a
- * signature saying so, so the other ranks fail naming it instead of waiting for it. */
-static bc_status agree(bc_ctx *ctx, bc_comm *comm, const char *fn, const char *sig, bc_status s, void *stream) {
-  if (s == BC_OK) return bci_comm_check_args(ctx, comm, fn, sig, stream);
-  if (!comm) return s;
-  char *msg = bci_strdup(bc_last_error(ctx));
-  char fs[BCI_COMM_SIG];
-  snprintf(fs, sizeof fs, "%s: (rank %d failed its argument checks)", fn, comm->rank);
-  bci_comm_check_args(ctx, comm, fn, fs, stream);
-  s = bci_fail(ctx, s, "%s", msg ? msg : "out of memory keeping the message");
-  free(msg);
-  return s;
-}
-
 /* ---- amax all-reduce ---- */
 
 bc_status bc_amax_allreduce(bc_ctx *ctx, bc_comm *comm, float *amax, int64_t n, void *stream) {
@@ -58,7 +43,7 @@ bc_status bc_amax_allreduce(bc_ctx *ctx, bc_comm *comm, float *amax, int64_t n, 
     s = bci_fail(ctx, BC_ERR_ARG, "%s: argument 'amax' is NULL or misaligned; expected a device fp32[%lld]", fn, (long long)n);
   char sig[BCI_COMM_SIG];
   snprintf(sig, sizeof sig, "%s n=%lld", fn, (long long)n);
-  if ((s = agree(ctx, comm, fn, sig, s, stream)) != BC_OK || n == 0) return s;
+  if ((s = bci_comm_agree(ctx, comm, fn, sig, s, stream)) != BC_OK || n == 0) return s;
   return bci_comm_allreduce_max(ctx, comm, sig, BC_OK, amax, n, stream);
 }
 
@@ -105,7 +90,7 @@ bc_status bc_quantize_comm(bc_ctx *ctx, bc_comm *comm, const bc_tensor *x, bc_qt
    * failed is then named on every rank, whatever the format) */
   char sig[BCI_COMM_SIG];
   snprintf(sig, sizeof sig, "%s fmt=%s", fn, s == BC_OK ? q->format->name : "?");
-  if ((s = agree(ctx, comm, fn, sig, s, stream)) != BC_OK) return s;
+  if ((s = bci_comm_agree(ctx, comm, fn, sig, s, stream)) != BC_OK) return s;
   if (!needs_amax(q->format)) return empty ? BC_OK : bci_quantize_cast(ctx, NULL, x, q, stream);
   s = empty ? bci_zero32(ctx, NULL, q->amax, 1, stream) : bci_amax(ctx, NULL, x, q->amax, stream);
   if ((s = bci_comm_allreduce_max(ctx, comm, sig, s, q->amax, 1, stream)) != BC_OK) return s;
@@ -120,16 +105,16 @@ bc_status bc_quantize_list_comm(bc_ctx *ctx, bc_comm *comm, int64_t n, const bc_
   const char *fn = "bc_quantize_list_comm";
   bc_status s = check_comm(ctx, fn, comm);
   if (s != BC_OK) return s;
-  if (n < 0) return agree(ctx, comm, fn, "", bci_fail(ctx, BC_ERR_ARG, "%s: n is %lld; expected the number of tensors (>= 0)", fn, (long long)n), stream);
+  if (n < 0) return bci_comm_agree(ctx, comm, fn, "", bci_fail(ctx, BC_ERR_ARG, "%s: n is %lld; expected the number of tensors (>= 0)", fn, (long long)n), stream);
   if (n > 0 && (!x || !q))
-    return agree(ctx, comm, fn, "", bci_fail(ctx, BC_ERR_ARG, "%s: argument '%s' is NULL; expected an array of %lld entries", fn, x ? "q" : "x", (long long)n), stream);
+    return bci_comm_agree(ctx, comm, fn, "", bci_fail(ctx, BC_ERR_ARG, "%s: argument '%s' is NULL; expected an array of %lld entries", fn, x ? "q" : "x", (long long)n), stream);
   /* the tensors whose amax is reduced: their inputs (a sub-list) and indices, one allocation */
   int64_t m = 0;
   uint64_t fh = 1469598103934665603ull; /* FNV-1a of the formats: part of the agreement check */
   for (int64_t i = 0; i < n; i++) {
     if ((s = bci_check_format(ctx, q[i].format, "q[i].format")) != BC_OK ||
         (s = check_amax_arg(ctx, fn, &q[i])) != BC_OK)
-      return agree(ctx, comm, fn, "", bci_fail_entry(ctx, s, fn, "tensor", i), stream);
+      return bci_comm_agree(ctx, comm, fn, "", bci_fail_entry(ctx, s, fn, "tensor", i), stream);
     if (needs_amax(q[i].format)) m++;
     for (const char *c = q[i].format->name; *c; c++) fh = (fh ^ (unsigned char)*c) * 1099511628211ull;
     fh = (fh ^ ';') * 1099511628211ull;
@@ -137,11 +122,11 @@ bc_status bc_quantize_list_comm(bc_ctx *ctx, bc_comm *comm, int64_t n, const bc_
   char sig[BCI_COMM_SIG];
   snprintf(sig, sizeof sig, "%s n=%lld reduced=%lld formats=%016llx", fn, (long long)n, (long long)m, (unsigned long long)fh);
   if (m == 0) {
-    if ((s = agree(ctx, comm, fn, sig, BC_OK, stream)) != BC_OK) return s;
+    if ((s = bci_comm_agree(ctx, comm, fn, sig, BC_OK, stream)) != BC_OK) return s;
     return bc_quantize_cast_list(ctx, n, x, q, stream);
   }
   bc_tensor *xs = malloc((size_t)m * (sizeof *xs + sizeof(int64_t)));
-  if (!xs) return agree(ctx, comm, fn, sig, bci_fail(ctx, BC_ERR_NOMEM, "%s: out of memory for the index of %lld tensors", fn, (long long)m), stream);
+  if (!xs) return bci_comm_agree(ctx, comm, fn, sig, bci_fail(ctx, BC_ERR_NOMEM, "%s: out of memory for the index of %lld tensors", fn, (long long)m), stream);
   int64_t *idx = (int64_t *)(xs + m);
   for (int64_t i = 0, j = 0; i < n; i++)
     if (needs_amax(q[i].format)) {
@@ -160,7 +145,7 @@ bc_status bc_quantize_list_comm(bc_ctx *ctx, bc_comm *comm, int64_t n, const bc_
     if (sscanf(e, "bc_amax_list: tensor %lld:", &j) == 1 && j >= 0 && j < m && rest && (rest = strstr(rest + 2, ": ")))
       s = bci_fail(ctx, s, "%s: tensor %lld: %s", fn, (long long)idx[j], rest + 2);
   }
-  s = agree(ctx, comm, fn, sig, s, stream);
+  s = bci_comm_agree(ctx, comm, fn, sig, s, stream);
   if (s == BC_OK) s = bci_comm_allreduce_max(ctx, comm, sig, BC_OK, ws, m, stream);
   if (s == BC_OK) s = bci_list_amax_back(ctx, fn, m, idx, ws, q, stream);
   if (s == BC_OK) s = bc_quantize_cast_list(ctx, n, x, q, stream);
@@ -568,7 +553,7 @@ static bc_status gather_hp(bc_ctx *ctx, const char *fn, bc_comm *comm, const bc_
   const plan *p = &P;
   int64_t ld = 0;
   s = gather_checks(ctx, fn, comm, x, rows, out, &P, &ld);
-  if (s != BC_OK) return agree(ctx, comm, fn, "", s, stream);
+  if (s != BC_OK) return bci_comm_agree(ctx, comm, fn, "", s, stream);
   const bc_format *f = out->format;
   const int me = p->me;
   const int64_t m = rows[me];
@@ -596,7 +581,7 @@ static bc_status gather_hp(bc_ctx *ctx, const char *fn, bc_comm *comm, const bc_
    * first message and, on the local transport, fails the others at the next collective). */
   unsigned char *ws = NULL;
   s = bci_ws_alloc(ctx, at[8] + amaxb, stream, (void **)&ws);
-  if ((s = agree(ctx, comm, fn, sig, s, stream)) != BC_OK) {
+  if ((s = bci_comm_agree(ctx, comm, fn, sig, s, stream)) != BC_OK) {
     bci_ws_free(ws, stream);
     return s;
   }
@@ -789,11 +774,11 @@ bc_status bc_all_gather_quantized(bc_ctx *ctx, bc_comm *comm, const bc_qtensor *
   bc_status s = check_comm(ctx, fn, comm);
   if (s != BC_OK) return s;
   plan *p = malloc(sizeof *p);
-  if (!p) return agree(ctx, comm, fn, "", bci_fail(ctx, BC_ERR_NOMEM, "%s: out of memory", fn), stream);
+  if (!p) return bci_comm_agree(ctx, comm, fn, "", bci_fail(ctx, BC_ERR_NOMEM, "%s: out of memory", fn), stream);
   s = gq_checks(ctx, fn, comm, xq, rows, out, p);
   if (s != BC_OK) {
     free(p);
-    return agree(ctx, comm, fn, "", s, stream);
+    return bci_comm_agree(ctx, comm, fn, "", s, stream);
   }
   const bc_format *f = out->format;
   const int me = p->me;
@@ -811,7 +796,7 @@ bc_status bc_all_gather_quantized(bc_ctx *ctx, bc_comm *comm, const bc_qtensor *
     free(p);
     if (s != BC_OK) {
       bci_ws_free(hp, stream);
-      return agree(ctx, comm, fn, "", s, stream);
+      return bci_comm_agree(ctx, comm, fn, "", s, stream);
     }
     s = gather_hp(ctx, fn, comm, &xd, rows, out, stream);
     bci_ws_free(hp, stream);
@@ -843,7 +828,7 @@ bc_status bc_all_gather_quantized(bc_ctx *ctx, bc_comm *comm, const bc_qtensor *
   /* the workspace before the agreement: a rank without it fails every rank there */
   unsigned char *ws = NULL;
   s = bci_ws_alloc(ctx, at[4], stream, (void **)&ws);
-  if ((s = agree(ctx, comm, fn, sig, s, stream)) != BC_OK) {
+  if ((s = bci_comm_agree(ctx, comm, fn, sig, s, stream)) != BC_OK) {
     bci_ws_free(ws, stream);
     free(p);
     return s;

@@ -54,6 +54,10 @@ BCI_HIDDEN bc_status bci_comm_gatherv(bc_ctx *ctx, bc_comm *comm, const char *si
  * (local: free, at the first rendezvous; NCCL: only with comm->check) */
 BCI_HIDDEN bc_status bci_comm_check_args(bc_ctx *ctx, bc_comm *comm, const char *fn, const char *sig, void *stream);
 
+/* the agreement check of a call whose own argument checks gave s: a rank that failed takes part
+ * with a signature saying so, and gets its own status (and message) back */
+BCI_HIDDEN bc_status bci_comm_agree(bc_ctx *ctx, bc_comm *comm, const char *fn, const char *sig, bc_status s, void *stream);
+
 /* ---- NCCL (bc_nccl.c) ---- */
 BCI_HIDDEN bc_status bci_nccl_allreduce_max(bc_ctx *ctx, bc_comm *comm, float *buf, int64_t n, void *stream);
 BCI_HIDDEN bc_status bci_nccl_gatherv(bc_ctx *ctx, bc_comm *comm, int njobs, const bci_gather_job *jobs, void *stream);

@@ -49,3 +49,18 @@ void bc_comm_destroy(bc_comm *comm) {
   else bci_nccl_destroy(comm);
   free(comm);
 }
+
+/* Every rank enters the same collectives: a rank whose arguments failed its own checks still
+ * takes part in the agreement check (local transport; NCCL with BLOCKCAST_COMM_CHECK=1) with a
+ * signature saying so, so the other ranks fail naming it instead of waiting for it. */
+bc_status bci_comm_agree(bc_ctx *ctx, bc_comm *comm, const char *fn, const char *sig, bc_status s, void *stream) {
+  if (s == BC_OK) return bci_comm_check_args(ctx, comm, fn, sig, stream);
+  if (!comm) return s;
+  char *msg = bci_strdup(bc_last_error(ctx));
+  char fs[BCI_COMM_SIG];
+  snprintf(fs, sizeof fs, "%s: (rank %d failed its argument checks)", fn, comm->rank);
+  bci_comm_check_args(ctx, comm, fn, fs, stream);
+  s = bci_fail(ctx, s, "%s", msg ? msg : "out of memory keeping the message");
+  free(msg);
+  return s;
+}

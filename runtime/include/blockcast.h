@@ -393,6 +393,43 @@ BC_API bc_status bc_quantize_comm(bc_ctx *ctx, bc_comm *comm, const bc_tensor *x
 BC_API bc_status bc_quantize_list_comm(bc_ctx *ctx, bc_comm *comm, int64_t n, const bc_tensor *x, bc_qtensor *q,
                                        void *stream);
 
+/* The sharded cast of master weights (ZeRO / FSDP). Each rank holds a shard of every weight:
+ * elements [start, start + len) of the weight flattened row by row (any start and len; len 0:
+ * the rank holds nothing of it and still takes part), in fp32, bf16 or fp16. bc_shard_cast casts
+ * the shards of a list of weights: the partial amaxes (per tensor, and per block of the block
+ * bands the shard cuts) -> ONE all-reduce MAX for the whole list -> scales -> the cast of every
+ * shard into its place in q[i], the WHOLE weight's buffers ([rows, cols], the layout of
+ * bc_qtensor_layout, compact or swizzled scales); a constant number of launches per call,
+ * however many weights. It writes only what the rank owns: the codes of its elements (in every
+ * direction asked), the block scales of the blocks whose first element it holds (for formats with
+ * a scale per row, of the row's part of the block), and nothing else of the data and scale
+ * buffers (a byte shared with another rank's 4-bit element is read, its nibble replaced, written
+ * back). Per-tensor and two-level formats: every rank writes the same amax (and scale, and per
+ * tensor the rowwise scale_inv) from the group's amax; with given_scale, q->scale holds the scale
+ * (delayed scaling) and q->amax receives the group's amax.
+ * The gather is the caller's (the step before it is this call, the step after it bc_shard_finish).
+ * Exact for any partition: with the data and scale buffers zeroed before the cast, a byte-wise
+ * sum over the ranks (ncclAllReduce, ncclUint8, ncclSum: an OR here, as the ranks' bits are
+ * disjoint) gives every rank the buffers bc_quantize of the whole weight writes. (An all-gather
+ * of byte ranges works for 8-bit rowwise data, rank r's bytes [start, start + len); 4-bit data
+ * and block scales need the sum.) Per-tensor and 2D-block formats cast rowwise only (their
+ * columnwise data is the transpose of the rowwise data): after the gather, bc_shard_finish builds
+ * it; 1D formats cast both directions here. */
+typedef struct bc_shard {
+  const void *data;  /* device: the shard's len elements */
+  bc_dtype dtype;    /* BC_FP32, BC_BF16 or BC_FP16 */
+  int64_t start, len;
+  int given_scale;   /* per-tensor formats: 1 = q->scale is given (delayed scaling) */
+} bc_shard;
+BC_API bc_status bc_shard_cast(bc_ctx *ctx, bc_comm *comm, int64_t n, const bc_shard *shards, bc_qtensor *q, void *stream);
+/* After the gather, the columnwise copy of per-tensor and 2D-block formats from the gathered
+ * rowwise data and scales of q[i] (whole weights; entries of 1D formats, or without
+ * columnwise_data, are skipped): the transposed data (4-bit repacked) and the columnwise scales
+ * (per tensor: the same scale_inv; 2D: the block grid transposed); a constant number of launches
+ * for the list. With bc_shard_cast, every direction is bit-identical to bc_quantize of the whole
+ * weight. */
+BC_API bc_status bc_shard_finish(bc_ctx *ctx, int64_t n, const bc_qtensor *q, void *stream);
+
 /* Quantized all-gather along the first dimension (sequence parallelism). Rank r holds rows
  * [sum(rows[0 .. r)), sum(rows[0 .. r])) of a [sum(rows), cols] tensor: x is that local part
  * ([rows[rank], cols], any dtype and row stride; rows[r] may be 0 and may differ). out is the

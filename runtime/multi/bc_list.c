@@ -543,3 +543,15 @@ bc_status bci_list_amax_back(bc_ctx *ctx, const char *fn, int64_t m, const int64
   if (s == BC_OK) s = flush(ctx, fn, stream);
   return end(ctx, s);
 }
+
+/* ---- for the layers above (comm/: the sharded cast) ---- */
+
+bc_status bci_list_begin(bc_ctx *ctx, const char *fn, int64_t n, const void *array, const char *what) {
+  return begin(ctx, fn, n, array, what);
+}
+bci_sink *bci_list_item(bc_ctx *ctx, int64_t i) {
+  item_begin(ctx, i);
+  return &ctx->list->sink;
+}
+bc_status bci_list_flush(bc_ctx *ctx, const char *fn, void *stream) { return flush(ctx, fn, stream); }
+bc_status bci_list_end(bc_ctx *ctx, bc_status s) { return end(ctx, s); }

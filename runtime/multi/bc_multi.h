@@ -16,4 +16,12 @@ BCI_HIDDEN void bci_list_free(bc_ctx *ctx);
 BCI_HIDDEN bc_status bci_list_amax_back(bc_ctx *ctx, const char *fn, int64_t m, const int64_t *idx, const float *amax,
                                         const bc_qtensor *q, void *stream);
 
+/* A list of launches built by a layer above: begin (takes the context's list lock; n and array
+ * are checked as a list call's), then per entry i the sink to record into (its stages start at
+ * 0), flush (one launch per kernel and stage), end (releases the lock; returns s). */
+BCI_HIDDEN bc_status bci_list_begin(bc_ctx *ctx, const char *fn, int64_t n, const void *array, const char *what);
+BCI_HIDDEN bci_sink *bci_list_item(bc_ctx *ctx, int64_t i);
+BCI_HIDDEN bc_status bci_list_flush(bc_ctx *ctx, const char *fn, void *stream);
+BCI_HIDDEN bc_status bci_list_end(bc_ctx *ctx, bc_status s);
+
 #endif

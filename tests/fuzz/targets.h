@@ -258,7 +258,7 @@ static inline int fuzz_args_one(const uint8_t *d, size_t n) {
     case 13: {
       /* collectives on a one-rank local communicator (no peer to wait for): the byte formula
        * with any rank count and rows, the calls' argument checks (without a GPU they end in
-       * argument errors or the missing driver), NCCL id strings */
+       * argument errors or the missing driver), the sharded cast and its finish, NCCL id strings */
       static bc_comm *one;
       if (!one && bc_comm_create_local(ctx, 1, &one) != BC_OK) break;
       int64_t rows[70];
@@ -268,7 +268,7 @@ static inline int fuzz_args_one(const uint8_t *d, size_t n) {
       uint64_t bytes = 0;
       int64_t r1[1] = { x.rows };
       bc_comm_id id;
-      switch ((flags >> 5) & 7) {
+      switch ((int)(fz_u64(&r, 1) % 9)) {
       case 0: s = bc_all_gather_bytes(ctx, fmt, W, (flags & 16) ? NULL : rows, x.cols, dirs, rank, &bytes); break;
       case 1: s = bc_all_gather(ctx, one, &x, (flags & 16) ? rows : r1, &q, NULL); break;
       case 2: s = bc_all_gather_quantized(ctx, one, &q, (flags & 16) ? rows : r1, &q, NULL); break;
@@ -280,6 +280,19 @@ static inline int fuzz_args_one(const uint8_t *d, size_t n) {
         break;
       }
       case 5: s = bc_amax_allreduce(ctx, one, fz_ptr(&r, host + 32768), (int64_t)(fz_u64(&r, 1) % 4) - 1, NULL); break;
+      case 6: { /* the sharded cast: any shard range, dtype, list length */
+        bc_shard sh[3];
+        for (int i = 0; i < 3; i++)
+          sh[i] = (bc_shard){ x.data, x.dtype, (int64_t)fz_u64(&r, 4) - 8, (int64_t)fz_u64(&r, 4) - 8, (int)(fz_u64(&r, 1) % 3) - 1 };
+        bc_qtensor q3[3] = { q, q, q };
+        s = bc_shard_cast(ctx, one, (int64_t)(fz_u64(&r, 1) % 4) - 1, (flags & 16) ? NULL : sh, q3, NULL);
+        break;
+      }
+      case 7: {
+        bc_qtensor q3[3] = { q, q, q };
+        s = bc_shard_finish(ctx, (int64_t)(fz_u64(&r, 1) % 4) - 1, (flags & 16) ? NULL : q3, NULL);
+        break;
+      }
       default: s = bc_comm_id_from_string(ctx, str, &id); break;
       }
       break;

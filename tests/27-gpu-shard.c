@@ -1,0 +1,408 @@
+/* tests/27-gpu-shard.c: bc_shard_cast (the sharded cast of master weights) on one GPU, ranks as
+ * threads on the local transport (W in {2, 4, 8}), each with its own stream, its own copy of its
+ * shards and its own zeroed output buffers of the whole weights.
+ *   - for every format, random lists of weights (ragged shapes, 1-row and 1-column weights, up to
+ *     640 x 640) split at random flat offsets (odd offsets, cuts inside blocks and block bands,
+ *     empty shards, shards spanning many rows, shards in any rank order), fp32 / bf16 / fp16
+ *     masters, rowwise or both directions (1D formats), compact or swizzled scales: the ranks'
+ *     data and block-scale buffers summed byte by byte (the documented combine: what ncclSum
+ *     over uint8 does) are bit-identical to bc_quantize of the whole weight; every rank's amax,
+ *     scale and per-tensor scale_inv equal the whole weight's; delayed scaling (a given scale)
+ *     for the per-tensor formats; for per-tensor and 2D formats (cast rowwise), bc_shard_finish
+ *     on the combined rowwise buffers (one call for the list) gives the whole weight's columnwise
+ *     data and scales;
+ *   - the launches of one call are the same for 10 and for 1000 weights (bc_get_stats);
+ *   - argument errors name the weight and what would be right (every rank fails, no one waits). */
+#include <pthread.h>
+#include <string.h>
+
+#include "gpu.h"
+#include "testdata.h"
+
+static bc_ctx *ctx;
+
+#define MAXR 8
+
+typedef struct weight {
+  const bc_format *f;
+  bc_format_info info;
+  int64_t R, C;
+  int dirs, swz, given;
+  int refdirs;                /* the reference's directions: per-tensor and 2D formats also columnwise (bc_shard_finish) */
+  bc_dtype dt;
+  void *full;                 /* device master, [R, C] */
+  bc_qlayout l[2];
+  uint8_t *ref[4];            /* rowwise data, scales, columnwise data, scales */
+  float *ref_amax, *ref_scale;
+  int64_t start[MAXR], len[MAXR];
+} weight;
+
+typedef struct rank_arg {
+  int rank, n;
+  bc_comm *comm;
+  cudaStream_t st;
+  weight *w;
+  void **shard;
+  uint8_t *(*out)[4];
+  float **amax, **scale;
+  bc_status status;
+  char err[1024];
+} rank_arg;
+
+static uint64_t srng = 0xC0FFEE1234ull;
+static int fixed_kind; /* 1: bf16, compact scales, current scaling (the launch count's weights) */
+static int64_t urand(int64_t lo, int64_t hi) { /* [lo, hi] */
+  srng = srng * 6364136223846793005ull + 1442695040888963407ull;
+  return lo + (int64_t)((srng >> 33) % (uint64_t)(hi - lo + 1));
+}
+
+static size_t bytes_of(const weight *w, int k) {
+  const bc_qlayout *l = &w->l[k / 2];
+  return k % 2 ? l->scale_bytes : l->data_bytes;
+}
+
+static void *rank_main(void *p) {
+  rank_arg *a = p;
+  cudaSetDevice(0);
+  bc_shard *sh = calloc((size_t)a->n, sizeof *sh);
+  bc_qtensor *q = calloc((size_t)a->n, sizeof *q);
+  for (int i = 0; i < a->n; i++) {
+    weight *w = &a->w[i];
+    sh[i] = (bc_shard){ a->shard[i], w->dt, w->start[a->rank], w->len[a->rank], w->given };
+    q[i] = (bc_qtensor){ w->f, w->R, w->C, a->out[i][0], a->out[i][1], a->out[i][2], a->out[i][3], a->amax[i], a->scale[i], w->swz, 0, 0, 0 };
+  }
+  a->status = bc_shard_cast(ctx, a->comm, a->n, sh, q, a->st);
+  snprintf(a->err, sizeof a->err, "%s", a->status == BC_OK ? "" : bc_last_error(ctx));
+  CK(cudaStreamSynchronize(a->st));
+  free(sh);
+  free(q);
+  return NULL;
+}
+
+static void run_ranks(rank_arg *a, int W) {
+  pthread_t th[MAXR];
+  for (int r = 0; r < W; r++) pthread_create(&th[r], NULL, rank_main, &a[r]);
+  for (int r = 0; r < W; r++) pthread_join(th[r], NULL);
+}
+
+/* a weight of format f: shape, dtype, directions, the reference (bc_quantize of the whole) */
+static void weight_make(weight *w, const bc_format *f, int64_t R, int64_t C, int both, int W) {
+  memset(w, 0, sizeof *w);
+  w->f = f;
+  bc_format_get_info(ctx, f, &w->info);
+  const int b4 = w->info.element_bits == 4;
+  if (b4 && C % 2) C++;
+  const int one_d = w->info.block == BC_BLOCK_1D;
+  w->dirs = both && one_d ? 3 : 1;
+  const int want_col = (w->dirs & 2) || (!one_d && w->info.has_columnwise); /* cast, or built by bc_shard_finish */
+  if (b4 && want_col && w->info.columnwise_transposed && R % 2) R++;
+  w->R = R, w->C = C;
+  w->swz = w->info.block != BC_BLOCK_TENSOR && urand(0, 2) == 0;
+  const bc_dtype dts[3] = { BC_FP32, BC_BF16, BC_FP16 };
+  w->dt = dts[urand(0, 2)];
+  w->given = w->info.block == BC_BLOCK_TENSOR && urand(0, 2) == 0;
+  if (fixed_kind) w->swz = 0, w->dt = BC_BF16, w->given = 0;
+  size_t n = (size_t)(R * C), es = bc_dtype_size(w->dt);
+  void *h = malloc(n * es);
+  fill(h, w->dt, n, 0);
+  w->full = dmalloc(n * es);
+  CK(cudaMemcpy(w->full, h, n * es, cudaMemcpyHostToDevice));
+  free(h);
+  w->refdirs = w->dirs | (!one_d && w->info.has_columnwise ? 2 : 0);
+  for (int d = 0; d < 2; d++) {
+    if (!(w->refdirs & (1 << d))) continue;
+    bc_qtensor_layout(ctx, f, R, C, d ? BC_COLUMNWISE : BC_ROWWISE, w->swz, &w->l[d]);
+    w->ref[2 * d] = dmalloc(w->l[d].data_bytes);
+    w->ref[2 * d + 1] = dmalloc(w->l[d].scale_bytes);
+  }
+  w->ref_amax = dmalloc(4);
+  w->ref_scale = dmalloc(4);
+  bc_tensor x = { w->full, w->dt, R, C, C };
+  bc_qtensor q = { f, R, C, w->ref[0], w->ref[1], w->ref[2], w->ref[3], w->ref_amax, w->ref_scale, w->swz, 0, 0, 0 };
+  bc_status s;
+  if (w->given) { /* delayed scaling: a scale that is not the current one */
+    float sc = (float)urand(1, 64) / 8.0f;
+    CK(cudaMemcpy(w->ref_scale, &sc, 4, cudaMemcpyHostToDevice));
+    bc_amax(ctx, &x, w->ref_amax, NULL);
+    s = bc_quantize_cast(ctx, &x, &q, NULL);
+  } else {
+    s = bc_quantize(ctx, &x, &q, NULL);
+  }
+  if (s != BC_OK) diag("reference quantize failed: %s", bc_last_error(ctx));
+  CK(cudaDeviceSynchronize());
+  /* the partition: W - 1 random cuts (duplicates: empty shards; odd offsets; inside blocks), in
+   * a random rank order */
+  int64_t N = R * C, cut[MAXR + 1];
+  cut[0] = 0, cut[W] = N;
+  for (int k = 1; k < W; k++) {
+    int64_t c = urand(0, N);
+    if (urand(0, 3) == 0) c = cut[k - 1];                     /* an empty shard */
+    else if (urand(0, 3) == 0 && C > 1) c = c / C * C + C / 2 + (C > 2); /* mid-row, odd where it can be */
+    cut[k] = c > N ? N : c;
+  }
+  for (int a = 1; a < W; a++) /* sort */
+    for (int b = a; b > 1 && cut[b] < cut[b - 1]; b--) {
+      int64_t t = cut[b];
+      cut[b] = cut[b - 1];
+      cut[b - 1] = t;
+    }
+  int perm[MAXR];
+  for (int r = 0; r < W; r++) perm[r] = r;
+  for (int r = W - 1; r > 0; r--) {
+    int j = (int)urand(0, r), t = perm[r];
+    perm[r] = perm[j];
+    perm[j] = t;
+  }
+  for (int k = 0; k < W; k++) {
+    w->start[perm[k]] = cut[k];
+    w->len[perm[k]] = cut[k + 1] - cut[k];
+  }
+}
+
+static void weight_free(weight *w) {
+  cudaFree(w->full);
+  for (int k = 0; k < 4; k++) cudaFree(w->ref[k]);
+  cudaFree(w->ref_amax);
+  cudaFree(w->ref_scale);
+}
+
+static uint64_t last_launches; /* of the last run_list's calls (all ranks) */
+
+static int same_dev_bytes(const char *what, const void *d, const void *e, size_t n) {
+  uint8_t *a = malloc(n), *b = malloc(n);
+  CK(cudaMemcpy(a, d, n, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(b, e, n, cudaMemcpyDeviceToHost));
+  int r = first_diff_report(what, a, b, n);
+  free(a);
+  free(b);
+  return r;
+}
+
+static int same_host(const char *what, const uint8_t *a, const uint8_t *b, size_t n) { return first_diff_report(what, a, b, n); }
+
+/* one list of n weights over W ranks; returns 1 when every check holds */
+static int run_list(weight *ws, int n, bc_comm **comms, int W, char *why, size_t why_len) {
+  rank_arg a[MAXR];
+  memset(a, 0, sizeof a);
+  for (int r = 0; r < W; r++) {
+    a[r].rank = r, a[r].n = n, a[r].comm = comms[r], a[r].w = ws;
+    a[r].shard = calloc((size_t)n, sizeof *a[r].shard);
+    a[r].out = calloc((size_t)n, sizeof *a[r].out);
+    a[r].amax = calloc((size_t)n, sizeof *a[r].amax);
+    a[r].scale = calloc((size_t)n, sizeof *a[r].scale);
+    CK(cudaStreamCreateWithFlags(&a[r].st, cudaStreamNonBlocking));
+    for (int i = 0; i < n; i++) {
+      weight *w = &ws[i];
+      size_t es = bc_dtype_size(w->dt);
+      a[r].shard[i] = dmalloc((size_t)w->len[r] * es);
+      if (w->len[r])
+        CK(cudaMemcpy(a[r].shard[i], (char *)w->full + (size_t)w->start[r] * es, (size_t)w->len[r] * es, cudaMemcpyDeviceToDevice));
+      for (int k = 0; k < 4; k++) {
+        a[r].out[i][k] = NULL;
+        if (!(w->dirs & (1 << (k / 2)))) continue;
+        a[r].out[i][k] = dmalloc(bytes_of(w, k));
+        CK(cudaMemset(a[r].out[i][k], 0, bytes_of(w, k)));
+      }
+      a[r].amax[i] = dmalloc(4);
+      a[r].scale[i] = dmalloc(4);
+      CK(cudaMemset(a[r].amax[i], 0xEE, 4));
+      if (w->given) CK(cudaMemcpy(a[r].scale[i], w->ref_scale, 4, cudaMemcpyDeviceToDevice));
+      else CK(cudaMemset(a[r].scale[i], 0xEE, 4));
+    }
+  }
+  CK(cudaDeviceSynchronize());
+  uint8_t *(*fin)[4] = calloc((size_t)n, sizeof *fin); /* the combined buffers of the weights bc_shard_finish completes */
+  bc_stats s0, s1;
+  bc_get_stats(ctx, &s0);
+  run_ranks(a, W);
+  bc_get_stats(ctx, &s1);
+  last_launches = s1.launches - s0.launches;
+  int good = 1;
+  why[0] = 0;
+  for (int r = 0; r < W && good; r++)
+    if (a[r].status != BC_OK) {
+      snprintf(why, why_len, "rank %d: %s", r, a[r].err);
+      good = 0;
+    }
+  for (int i = 0; i < n && good; i++) {
+    weight *w = &ws[i];
+    for (int k = 0; k < 4 && good; k++) {
+      if (!(w->dirs & (1 << (k / 2)))) continue;
+      size_t nb = bytes_of(w, k);
+      uint8_t *want = malloc(nb), *sum = calloc(nb, 1), *one = malloc(nb);
+      CK(cudaMemcpy(want, w->ref[k], nb, cudaMemcpyDeviceToHost));
+      const int per_tensor_scale = k % 2 && w->info.block == BC_BLOCK_TENSOR;
+      for (int r = 0; r < W; r++) {
+        CK(cudaMemcpy(one, a[r].out[i][k], nb, cudaMemcpyDeviceToHost));
+        if (per_tensor_scale) { /* every rank writes the group's scale_inv */
+          char what[96];
+          snprintf(what, sizeof what, "weight %d rank %d scale_inv", i, r);
+          if (!same_host(what, one, want, nb)) good = 0;
+        } else {
+          for (size_t b = 0; b < nb; b++) sum[b] = (uint8_t)(sum[b] + one[b]);
+        }
+      }
+      if (k < 2 && w->refdirs != w->dirs) { /* keep the combined rowwise buffers for bc_shard_finish */
+        fin[i][k] = dmalloc(nb);
+        CK(cudaMemcpy(fin[i][k], per_tensor_scale ? one : sum, nb, cudaMemcpyHostToDevice));
+      }
+      if (!per_tensor_scale) {
+        static const char *kn[4] = { "rowwise data", "rowwise scales", "columnwise data", "columnwise scales" };
+        char what[128];
+        snprintf(what, sizeof what, "weight %d (%s %lldx%lld %s%s) %s, ranks summed", i, w->info.name, (long long)w->R,
+                 (long long)w->C, bc_dtype_name(w->dt), w->swz ? " swizzled" : "", kn[k]);
+        if (!same_host(what, sum, want, nb)) {
+          good = 0;
+          snprintf(why, why_len, "%s differs (shards:", what);
+          for (int r = 0; r < W; r++)
+            snprintf(why + strlen(why), why_len - strlen(why), " [%lld,+%lld)", (long long)w->start[r], (long long)w->len[r]);
+          snprintf(why + strlen(why), why_len - strlen(why), ")");
+        }
+      }
+      free(want);
+      free(sum);
+      free(one);
+    }
+    if (w->info.block == BC_BLOCK_TENSOR || w->info.two_level) {
+      float ra, rsc, ga, gs;
+      CK(cudaMemcpy(&ra, w->ref_amax, 4, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(&rsc, w->ref_scale, 4, cudaMemcpyDeviceToHost));
+      for (int r = 0; r < W && good; r++) {
+        CK(cudaMemcpy(&ga, a[r].amax[i], 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(&gs, a[r].scale[i], 4, cudaMemcpyDeviceToHost));
+        if (memcmp(&ga, &ra, 4) || (w->info.block == BC_BLOCK_TENSOR && memcmp(&gs, &rsc, 4))) {
+          snprintf(why, why_len, "weight %d rank %d: amax %g scale %g, want %g %g", i, r, ga, gs, ra, rsc);
+          good = 0;
+        }
+      }
+    }
+  }
+  /* after the gather: the columnwise copies of per-tensor and 2D formats, one call for the list */
+  if (good) {
+    bc_qtensor *fq = calloc((size_t)n, sizeof *fq);
+    int nf = 0, idx[4096];
+    for (int i = 0; i < n; i++) {
+      weight *w = &ws[i];
+      if (w->refdirs == w->dirs) continue;
+      fin[i][2] = dmalloc(w->l[1].data_bytes);
+      fin[i][3] = dmalloc(w->l[1].scale_bytes);
+      CK(cudaMemset(fin[i][2], 0xA5, w->l[1].data_bytes));
+      CK(cudaMemset(fin[i][3], 0xA5, w->l[1].scale_bytes));
+      fq[nf] = (bc_qtensor){ w->f, w->R, w->C, fin[i][0], fin[i][1], fin[i][2], fin[i][3], NULL, NULL, w->swz, 0, 0, 0 };
+      idx[nf++] = i;
+    }
+    if (nf) {
+      bc_status st = bc_shard_finish(ctx, nf, fq, NULL);
+      CK(cudaDeviceSynchronize());
+      if (st != BC_OK) {
+        snprintf(why, why_len, "bc_shard_finish: %s", bc_last_error(ctx));
+        good = 0;
+      }
+      for (int k = 0; k < nf && good; k++) {
+        weight *w = &ws[idx[k]];
+        char what[128];
+        snprintf(what, sizeof what, "weight %d (%s %lldx%lld) columnwise data after bc_shard_finish", idx[k], w->info.name,
+                 (long long)w->R, (long long)w->C);
+        if (!same_dev_bytes(what, fin[idx[k]][2], w->ref[2], w->l[1].data_bytes)) good = 0;
+        snprintf(what, sizeof what, "weight %d (%s) columnwise scales after bc_shard_finish", idx[k], w->info.name);
+        if (!same_dev_bytes(what, fin[idx[k]][3], w->ref[3], w->l[1].scale_bytes)) good = 0;
+        if (!good) snprintf(why, why_len, "%s", what);
+      }
+    }
+    free(fq);
+  }
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < 4; k++) cudaFree(fin[i][k]);
+  free(fin);
+  for (int r = 0; r < W; r++) {
+    for (int i = 0; i < n; i++) {
+      cudaFree(a[r].shard[i]);
+      for (int k = 0; k < 4; k++) cudaFree(a[r].out[i][k]);
+      cudaFree(a[r].amax[i]);
+      cudaFree(a[r].scale[i]);
+    }
+    cudaStreamDestroy(a[r].st);
+    free(a[r].shard);
+    free(a[r].out);
+    free(a[r].amax);
+    free(a[r].scale);
+  }
+  return good;
+}
+
+static void exactness(void) {
+  const int Ws[3] = { 2, 4, 8 };
+  bc_comm *comms[3][MAXR];
+  for (int k = 0; k < 3; k++)
+    if (bc_comm_create_local(ctx, Ws[k], comms[k]) != BC_OK) diag("local comm: %s", bc_last_error(ctx));
+  size_t nf = bc_format_count(ctx);
+  for (size_t fi = 0; fi < nf; fi++) {
+    const bc_format *f = bc_format_at(ctx, fi);
+    bc_format_info info;
+    bc_format_get_info(ctx, f, &info);
+    for (int k = 0; k < 3; k++) {
+      int W = Ws[k];
+      for (int trial = 0; trial < 3; trial++) {
+        weight ws[6];
+        int n = 6;
+        /* ragged, one row, one column, many rows, block-multiple, and a larger one */
+        int64_t shapes[6][2] = { { urand(1, 300), urand(1, 300) }, { 1, urand(1, 700) }, { urand(1, 300), 1 },
+                                 { urand(200, 640), urand(1, 40) }, { 128 * urand(1, 3), 128 * urand(1, 2) },
+                                 { urand(300, 640), urand(300, 640) } };
+        for (int i = 0; i < n; i++) weight_make(&ws[i], f, shapes[i][0], shapes[i][1], trial != 1, W);
+        char why[2048];
+        int good = run_list(ws, n, comms[k], W, why, sizeof why);
+        ok(good, "%s, W=%d, list of %d weights (trial %d: %s): the ranks' outputs combine to the whole weight's quantize",
+           info.name, W, n, trial, trial != 1 && info.block == BC_BLOCK_1D ? "both directions" : "rowwise");
+        if (!good) diag("%s", why);
+        for (int i = 0; i < n; i++) weight_free(&ws[i]);
+      }
+    }
+  }
+  for (int k = 0; k < 3; k++)
+    for (int r = 0; r < Ws[k]; r++) bc_comm_destroy(comms[k][r]);
+}
+
+/* the launches of one call do not grow with the number of weights */
+static void launch_count(void) {
+  bc_comm *comms[2];
+  bc_comm_create_local(ctx, 2, comms);
+  const char *names[3] = { "mxfp8_e4m3", "nvfp4", "fp8_e4m3_tensor" };
+  uint64_t per_call[2];
+  int sizes[2] = { 10, 1000 };
+  fixed_kind = 1; /* the kernels a call launches depend on the kinds of weights (format, dtype, ...), not on their number */
+  for (int t = 0; t < 2; t++) {
+    int n = sizes[t];
+    weight *ws = calloc((size_t)n, sizeof *ws);
+    for (int i = 0; i < n; i++) {
+      const bc_format *f;
+      bc_format_get(ctx, names[i % 3], &f);
+      weight_make(&ws[i], f, 64, 96, 1, 2);
+      ws[i].start[0] = 0, ws[i].len[0] = 64 * 96 / 2 + 7; /* the same cut in each: mid-row, mid-block */
+      ws[i].start[1] = ws[i].len[0], ws[i].len[1] = 64 * 96 - ws[i].len[0];
+    }
+    char why[2048];
+    int good = run_list(ws, n, comms, 2, why, sizeof why);
+    per_call[t] = last_launches;
+    ok(good, "%d weights (mxfp8_e4m3 both, nvfp4 both, fp8_e4m3_tensor) over 2 ranks: exact", n);
+    if (!good) diag("%s", why);
+    for (int i = 0; i < n; i++) weight_free(&ws[i]);
+    free(ws);
+  }
+  fixed_kind = 0;
+  ok(per_call[0] == per_call[1], "launches per call (2 ranks together, the all-reduce included): %llu for 10 weights, %llu for 1000",
+     (unsigned long long)per_call[0], (unsigned long long)per_call[1]);
+  bc_comm_destroy(comms[0]);
+  bc_comm_destroy(comms[1]);
+}
+
+int main(void) {
+  gpu_init_or_skip();
+  if (bc_ctx_create(&ctx, NULL, 0) != BC_OK) { printf("Bail out! no context\n"); return 1; }
+  diag("device: %s", gpu_name());
+  exactness();
+  launch_count();
+  bc_ctx_destroy(ctx);
+  done_testing();
+  return tap_failed ? 1 : 0;
+}
