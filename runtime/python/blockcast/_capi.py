@@ -145,6 +145,15 @@ bc_quantize_comm = _proto("bc_quantize_comm", [_P, _P, ctypes.POINTER(Tensor), c
 bc_all_gather = _proto("bc_all_gather", [_P, _P, ctypes.POINTER(Tensor), c_int64_p, ctypes.POINTER(QTensor), _P])
 bc_all_gather_quantized = _proto("bc_all_gather_quantized", [_P, _P, ctypes.POINTER(QTensor), c_int64_p,
                                                              ctypes.POINTER(QTensor), _P])
+
+
+class Shard(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("start", ctypes.c_int64), ("len", ctypes.c_int64),
+                ("given_scale", ctypes.c_int)]
+
+
+bc_shard_cast = _proto("bc_shard_cast", [_P, _P, _I64, ctypes.POINTER(Shard), ctypes.POINTER(QTensor), _P])
+bc_shard_finish = _proto("bc_shard_finish", [_P, _I64, ctypes.POINTER(QTensor), _P])
 BC_TRANSPORTS = {1: "nccl", 2: "local"}
 
 

@@ -23,7 +23,8 @@ from ._capi import BlockcastError
 from .core import _TORCH_DT, QuantizedTensor, check_dirs, handle
 from .ops import _check_cuda, _hp, _launch, _out, _stream
 
-__all__ = ["Comm", "comm_id", "amax_allreduce", "quantize_comm", "all_gather", "all_gather_quantized"]
+__all__ = ["Comm", "comm_id", "amax_allreduce", "quantize_comm", "all_gather", "all_gather_quantized", "shard_cast",
+           "shard_finish"]
 
 
 class Comm:
@@ -198,3 +199,84 @@ def all_gather_quantized(q, comm, *, rows=None, rowwise=True, columnwise=False, 
     out.format = fh
     _launch(dev, C.bc_all_gather_quantized, h, ctypes.byref(xq), r, ctypes.byref(out), _stream(dev))
     return QuantizedTensor(f, (total, cols), rd, rs, cd, cs, amax, scale, bool(swizzled))
+
+
+def shard_cast(shards, comm, *, columnwise=False, swizzled=False, scales=None):
+    """The sharded cast of master weights (ZeRO / FSDP; blockcast.h bc_shard_cast): shards is a
+    list of (data, start, shape, fmt): data this rank's master elements [start, start + len) of
+    the weight of `shape` flattened row by row (a 1D CUDA float32 / bfloat16 / float16 tensor;
+    empty: the rank holds nothing of it and still takes part). One all-reduce for the list.
+    Returns one QuantizedTensor per weight: the whole weight's buffers, zeroed, with only what
+    this rank owns written (its codes, the scales of the blocks whose first element it holds;
+    per-tensor and two-level formats: amax and scale, the group's). The ranks' data and scale
+    buffers summed byte by byte (torch.distributed.all_reduce of uint8 views, SUM) are
+    bit-identical to quantize() of the whole weight. columnwise: 1D-block formats cast both
+    directions here; per-tensor and 2D formats build theirs after the gather (shard_finish).
+    scales: None (current scaling) or, per weight, None or a float32 CUDA tensor of one element
+    holding a given scale (delayed scaling, per-tensor formats)."""
+    h = _comm("shard_cast", comm)
+    shards = list(shards)
+    n = len(shards)
+    if scales is not None and len(scales) != n:
+        raise BlockcastError("BC_ERR_ARG", f"shard_cast: {n} shards but {len(scales)} scales; pass one per weight (or None)")
+    arr = (C.Shard * max(n, 1))()
+    qs = (C.QTensor * max(n, 1))()
+    out = []
+    dev = None
+    for i, sh in enumerate(shards):
+        try:
+            data, start, shape, fmt = sh
+        except (TypeError, ValueError):
+            raise BlockcastError("BC_ERR_ARG", f"shard_cast: shard {i} is {type(sh).__name__}; expected (data, start, shape, fmt)") from None
+        f, fh = handle(fmt)
+        _check_cuda("shard_cast", f"shard {i} data", data)
+        dt = _TORCH_DT.get(data.dtype)
+        if dt is None or not data.is_contiguous():
+            raise BlockcastError("BC_ERR_ARG", f"shard_cast: shard {i} data is {data.dtype} (contiguous: {data.is_contiguous()}); "
+                                 "expected a contiguous float32, bfloat16 or float16 CUDA tensor")
+        rows, cols = (int(v) for v in shape)
+        dev = data.device
+        col = bool(columnwise) and f.block == "1d"
+        q, tens = _out(f, rows, cols, True, col, swizzled, dev)
+        for t in tens[:4]:
+            if t is not None:
+                t.view(torch.uint8).zero_()
+        q.format = fh
+        given = 0
+        if scales is not None and scales[i] is not None:
+            if not f.per_tensor:
+                raise BlockcastError("BC_ERR_ARG", f"shard_cast: weight {i}: a given scale is for per-tensor formats; '{f.name}' scales blocks")
+            tens[5].copy_(scales[i].reshape(1))
+            given = 1
+        arr[i] = C.Shard(data.data_ptr() if data.numel() else None, dt, int(start), int(data.numel()), given)
+        qs[i] = q
+        out.append(QuantizedTensor(f, (rows, cols), *tens, bool(swizzled)))
+    if dev is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
+    _launch(dev, C.bc_shard_cast, h, n, arr, qs, _stream(dev))
+    return out
+
+
+def shard_finish(qs):
+    """After the gather: the columnwise copies of per-tensor and 2D-block formats from the gathered
+    rowwise data of each QuantizedTensor in qs (blockcast.h bc_shard_finish; others are returned as
+    they are). Returns the list with those copies added."""
+    qs = list(qs)
+    arr = (C.QTensor * max(len(qs), 1))()
+    res, dev, m = [], None, 0
+    for q in qs:
+        f, fh = handle(q.format)
+        if f.block == "1d" or not f.has_columnwise:
+            res.append(q)
+            continue
+        rows, cols = q.shape
+        dev = q.rowwise_data.device
+        _, tens = _out(f, rows, cols, False, True, q.scale_swizzled, dev)
+        ptr = lambda t: t.data_ptr() if t is not None else None  # noqa: E731
+        arr[m] = C.QTensor(fh, rows, cols, ptr(q.rowwise_data), ptr(q.rowwise_scale_inv), tens[2].data_ptr(), tens[3].data_ptr())
+        arr[m].scale_swizzled = 1 if q.scale_swizzled else 0
+        m += 1
+        res.append(q._replace(columnwise_data=tens[2], columnwise_scale_inv=tens[3]))
+    if m:
+        _launch(dev, C.bc_shard_finish, m, arr, _stream(dev))
+    return res

@@ -288,7 +288,7 @@ def test_abi():
     if not cc:
         skip("no C compiler to read the header's layout")
     structs = {"bc_tensor": C.Tensor, "bc_qtensor": C.QTensor, "bc_format_info": C.FormatInfo, "bc_qlayout": C.QLayout,
-               "bc_comm_info": C.CommInfo}
+               "bc_comm_info": C.CommInfo, "bc_shard": C.Shard}
     lines = ["#include <stddef.h>", "#include <stdio.h>", "#include \"blockcast.h\"", "int main(void) {"]
     for cname, cls in structs.items():
         lines.append(f'  printf("{cname} sizeof %zu\\n", sizeof({cname}));')

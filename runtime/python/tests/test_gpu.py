@@ -382,5 +382,67 @@ def test_collectives():
         c.close()
 
 
+
+def test_shard_cast():
+    """the sharded cast from Python threads (2 local ranks, random flat cuts, odd offsets, an empty
+    shard): the ranks' buffers summed byte by byte, then shard_finish, equal quantize() of each whole
+    weight in both directions (amax and scale too)"""
+    import threading
+    weights = [("mxfp8_e4m3", (96, 160), True, None), ("nvfp4", (64, 96), True, None), ("fp8_block_128x128", (200, 130), False, None),
+               ("fp8_e4m3_tensor", (33, 47), False, None), ("fp8_e4m3_tensor", (40, 64), False, 3.0), ("nvfp4_2d", (48, 80), False, None)]
+    comms = bc.Comm.local(2)
+    fulls, cuts = [], []
+    for i, (name, (r, c), _, _) in enumerate(weights):
+        fulls.append(sample(r, c, torch.float32, specials=False).to(DEV))
+        n = r * c
+        cut = [0, n // 2 + 1 + i, n] if i != 2 else [0, 0, n]  # odd cuts; weight 2: rank 0 holds nothing
+        cuts.append(cut)
+    got, errs = [None, None], []
+
+    def rank(k):
+        try:
+            shards, scales = [], []
+            for i, (name, (r, c), col, sc) in enumerate(weights):
+                a, b = cuts[i][k], cuts[i][k + 1]
+                shards.append((fulls[i].reshape(-1)[a:b].clone(), a, (r, c), name))
+                scales.append(torch.tensor([sc], device=DEV) if sc else None)
+            qs = bc.shard_cast(shards, comms[k], columnwise=True, scales=scales)
+            torch.cuda.synchronize()
+            got[k] = qs
+        except Exception as e:  # noqa: BLE001
+            errs.append(f"rank {k}: {e}")
+    th = [threading.Thread(target=rank, args=(k,)) for k in range(2)]
+    for t in th:
+        t.start()
+    for t in th:
+        t.join()
+    assert not errs, errs
+    combined = []
+    for i, (name, (r, c), col, sc) in enumerate(weights):
+        q0, q1 = got[0][i], got[1][i]
+        summed = {}
+        for fld in ("rowwise_data", "rowwise_scale_inv", "columnwise_data", "columnwise_scale_inv"):
+            a, b = getattr(q0, fld), getattr(q1, fld)
+            if a is None:
+                continue
+            if fld.endswith("scale_inv") and q0.format.per_tensor:
+                summed[fld] = a  # every rank writes the group's scale_inv
+            else:
+                summed[fld] = (a.view(torch.uint8) + b.view(torch.uint8)).view(a.dtype)
+        combined.append(q0._replace(**summed))
+    done = bc.shard_finish(combined)
+    for i, (name, (r, c), col, sc) in enumerate(weights):
+        if sc:
+            want = bc.quantize_cast(fulls[i], name, scale=torch.tensor([sc], device=DEV), rowwise=True, columnwise=True)
+            want = want._replace(amax=bc.amax(fulls[i]))
+        else:
+            want = bc.quantize(fulls[i], name, rowwise=True, columnwise=True)
+        for fld in FIELDS:
+            w = getattr(want, fld)
+            if w is None:
+                continue
+            same(getattr(done[i], fld), w, f"{name} {r}x{c} {fld}")
+
+
 if __name__ == "__main__":
     sys.exit(run(globals()))
