@@ -328,6 +328,10 @@ def test_comm_cpu():
     raises(lambda: bc.all_gather(x, "mxfp8_e4m3", "comm"), "BC_ERR_ARG", "expected a blockcast.Comm")
     raises(lambda: bc.quantize_comm(x, "fp8_e4m3_tensor", one), "BC_ERR_ARG", "x is on cpu")
     raises(lambda: bc.amax_allreduce(torch.zeros(3), one), "BC_ERR_ARG", "amax is on cpu")
+    raises(lambda: bc.shard_cast([(torch.zeros(8), 0, (4, 4), "mxfp8_e4m3")], one), "BC_ERR_ARG", "shard 0 data is on cpu")
+    raises(lambda: bc.shard_cast([(torch.zeros(8), 0)], one), "BC_ERR_ARG", "shard 0", "(data, start, shape, fmt)")
+    raises(lambda: bc.shard_cast([], one, scales=[None]), "BC_ERR_ARG", "0 shards but 1 scales")
+    raises(lambda: bc.shard_cast([], "comm"), "BC_ERR_ARG", "expected a blockcast.Comm")
     try:
         h = bc.comm_id()
         assert len(h) == 256 and all(ch in "0123456789abcdef" for ch in h)
