@@ -1,0 +1,249 @@
+/* tests/28-gpu-multi.c: the collectives and the sharded cast over real NCCL, one process per GPU
+ * (2 to 4 GPUs; "1..0 # SKIP" with fewer). The parent counts the GPUs in a child (it never
+ * initializes CUDA itself, so the ranks it starts are clean processes), starts one rank per GPU
+ * (this program with --rank), and renumbers their TAP lines. Every rank builds the same inputs
+ * from the same seeds and checks its own results against bc_quantize of the whole tensor on its
+ * own GPU:
+ *   - bc_all_gather over a communicator bootstrapped by blockcast (an id file in a fresh
+ *     directory: bc_comm_bootstrap), every format, rowwise and both, unequal rows cutting blocks;
+ *   - bc_shard_cast of random flat partitions over a communicator the test made itself with NCCL
+ *     (ncclCommInitRank from blockcast's id helper) and wrapped (bc_comm_wrap_nccl); the ranks'
+ *     buffers combined by ncclAllReduce(ncclUint8, ncclSum), then bc_shard_finish;
+ *   - communicators given at the call: ncclCommSplit into two groups (even and odd ranks), an
+ *     amax all-reduce on each gives its own group's max.
+ * The process plumbing and NCCL (opened at run time) are in tests/multi.h. */
+#include <errno.h>
+#include <stdarg.h>
+
+#include "gpu.h"
+#include "multi.h"
+#include "testdata.h"
+
+/* ---- the rank (a process of its own) ---- */
+
+static bc_ctx *ctx;
+static int rank_fail;
+
+static void rline(int good, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  printf("%s - ", good ? "ok" : "not ok");
+  vprintf(fmt, ap);
+  printf("\n");
+  fflush(stdout);
+  va_end(ap);
+  if (!good) rank_fail = 1;
+}
+
+static int same_dev(const void *got, const void *want, size_t n, char *why, size_t wl) {
+  uint8_t *a = malloc(n ? n : 1), *b = malloc(n ? n : 1);
+  CK(cudaMemcpy(a, got, n, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(b, want, n, cudaMemcpyDeviceToHost));
+  size_t i = 0;
+  while (i < n && a[i] == b[i]) i++;
+  if (i < n) snprintf(why, wl, "byte %zu of %zu: %u, want %u", i, n, a[i], b[i]);
+  free(a);
+  free(b);
+  return i == n;
+}
+
+typedef struct qbuf { bc_qlayout l[2]; void *p[4]; float *amax, *scale; } qbuf;
+
+static bc_qtensor qbuf_make(qbuf *b, const bc_format *f, int64_t R, int64_t C, int dirs) {
+  memset(b, 0, sizeof *b);
+  for (int d = 0; d < 2; d++) {
+    if (!(dirs & (1 << d))) continue;
+    bc_qtensor_layout(ctx, f, R, C, d ? BC_COLUMNWISE : BC_ROWWISE, 0, &b->l[d]);
+    b->p[2 * d] = dmalloc(b->l[d].data_bytes);
+    b->p[2 * d + 1] = dmalloc(b->l[d].scale_bytes);
+    CK(cudaMemset(b->p[2 * d], 0, b->l[d].data_bytes));
+    CK(cudaMemset(b->p[2 * d + 1], 0, b->l[d].scale_bytes));
+  }
+  b->amax = dmalloc(4);
+  b->scale = dmalloc(4);
+  return (bc_qtensor){ f, R, C, b->p[0], b->p[1], b->p[2], b->p[3], b->amax, b->scale, 0, 0, 0, 0 };
+}
+
+static void qbuf_free(qbuf *b) {
+  for (int k = 0; k < 4; k++) cudaFree(b->p[k]);
+  cudaFree(b->amax);
+  cudaFree(b->scale);
+}
+
+static int same_q(const qbuf *g, const qbuf *w, int dirs, int amax, char *why, size_t wl) {
+  for (int k = 0; k < 4; k++)
+    if ((dirs & (1 << (k / 2))) && !same_dev(g->p[k], w->p[k], k % 2 ? w->l[k / 2].scale_bytes : w->l[k / 2].data_bytes, why, wl))
+      return 0;
+  return !amax || same_dev(g->amax, w->amax, 4, why, wl);
+}
+
+static void *full_input(bc_dtype dt, int64_t n, uint64_t seed) {
+  size_t es = bc_dtype_size(dt);
+  void *h = malloc((size_t)n * es);
+  rng = seed;
+  fill(h, dt, (size_t)n, 0);
+  void *d = dmalloc((size_t)n * es);
+  CK(cudaMemcpy(d, h, (size_t)n * es, cudaMemcpyHostToDevice));
+  free(h);
+  return d;
+}
+
+static int rank_main(int rank, int W, const char *dir) {
+  CK(cudaSetDevice(rank));
+  if (bc_ctx_create(&ctx, NULL, 0) != BC_OK) { rline(0, "rank %d: context", rank); return 1; }
+  char path[512];
+  snprintf(path, sizeof path, "%s/blockcast.id", dir);
+  bc_comm *boot = NULL;
+  bc_status s = bc_comm_bootstrap(ctx, path, W, rank, 120.0, &boot);
+  rline(s == BC_OK, "rank %d: bc_comm_bootstrap over an id file, %d ranks%s%s", rank, W, s ? ": " : "", s ? bc_last_error(ctx) : "");
+  if (s != BC_OK) return 1;
+  size_t nf = bc_format_count(ctx);
+  char why[256];
+  /* 1: the all-gather of every format */
+  for (size_t fi = 0; fi < nf; fi++) {
+    const bc_format *f = bc_format_at(ctx, fi);
+    bc_format_info info;
+    bc_format_get_info(ctx, f, &info);
+    for (int dirs = 1; dirs <= 3; dirs += 2) {
+      int64_t K = 256, rows[8], M = 0;
+      for (int r = 0; r < W; r++) M += rows[r] = 40 + 18 * r;
+      void *full = full_input(BC_BF16, M * K, 0x1234 + fi);
+      int64_t r0 = 0;
+      for (int r = 0; r < rank; r++) r0 += rows[r];
+      bc_tensor x = { (char *)full + (size_t)(r0 * K) * 2, BC_BF16, rows[rank], K, K };
+      qbuf g, w;
+      bc_qtensor qg = qbuf_make(&g, f, M, K, dirs), qw = qbuf_make(&w, f, M, K, dirs);
+      bc_tensor xf = { full, BC_BF16, M, K, K };
+      s = bc_all_gather(ctx, boot, &x, rows, &qg, NULL);
+      if (s == BC_OK) s = bc_quantize(ctx, &xf, &qw, NULL);
+      CK(cudaDeviceSynchronize());
+      int good = s == BC_OK && same_q(&g, &w, dirs, info.block == BC_BLOCK_TENSOR || info.two_level, why, sizeof why);
+      rline(good, "rank %d: bc_all_gather %s %s, rows cutting blocks: the whole tensor's quantize%s%s", rank, info.name,
+            dirs == 3 ? "both" : "rowwise", good ? "" : ": ", good ? "" : (s ? bc_last_error(ctx) : why));
+      qbuf_free(&g);
+      qbuf_free(&w);
+      cudaFree(full);
+    }
+  }
+  /* 2: the caller's own NCCL communicator, wrapped; the sharded cast */
+  mt_nccl nc;
+  int opened = mt_nccl_open(&nc);
+  rline(opened, "rank %d: libnccl.so.2 opened", rank);
+  if (!opened) return 1;
+  void *own = mt_nccl_comm(ctx, &nc, dir, "own.id", rank, W);
+  int nr = own ? 0 : 1;
+  bc_comm *wrapped = NULL;
+  s = nr == 0 ? bc_comm_wrap_nccl(ctx, own, &wrapped) : BC_ERR_UNAVAILABLE;
+  rline(own && s == BC_OK, "rank %d: ncclCommInitRank from blockcast's id helper, and bc_comm_wrap_nccl", rank);
+  if (!wrapped) return 1;
+  for (size_t fi = 0; fi < nf; fi++) {
+    const bc_format *f = bc_format_at(ctx, fi);
+    bc_format_info info;
+    bc_format_get_info(ctx, f, &info);
+    int dirs = info.block == BC_BLOCK_1D ? 3 : 1;
+    int64_t R = 190, C = 258, N = R * C;
+    void *full = full_input(BC_FP32, N, 0x777 + fi);
+    /* the same partition on every rank: W - 1 cuts from one seed, odd, inside blocks */
+    int64_t cut[9];
+    cut[0] = 0, cut[W] = N;
+    for (int k = 1; k < W; k++) cut[k] = N * k / W + 2 * k + 1;
+    bc_shard sh = { (float *)full + cut[rank], BC_FP32, cut[rank], cut[rank + 1] - cut[rank], 0 };
+    qbuf g, w;
+    bc_qtensor qg = qbuf_make(&g, f, R, C, dirs);
+    bc_qtensor qw = qbuf_make(&w, f, R, C, dirs | (info.has_columnwise ? 2 : 0));
+    s = bc_shard_cast(ctx, wrapped, 1, &sh, &qg, NULL);
+    for (int k = 0; k < 4 && s == BC_OK; k++) {
+      if (!g.p[k] || (k == 1 && info.block == BC_BLOCK_TENSOR)) continue; /* per-tensor scale_inv: every rank writes it */
+      size_t n = k % 2 ? g.l[k / 2].scale_bytes : g.l[k / 2].data_bytes;
+      if (nc.allreduce(g.p[k], g.p[k], n, MT_UINT8, MT_SUM, own, NULL) != 0) s = BC_ERR_UNAVAILABLE;
+    }
+    int good = 0;
+    if (s == BC_OK && dirs == 1 && info.has_columnwise) { /* the columnwise copy after the gather */
+      g.l[1] = w.l[1];
+      g.p[2] = dmalloc(w.l[1].data_bytes);
+      g.p[3] = dmalloc(w.l[1].scale_bytes);
+      qg.columnwise_data = g.p[2], qg.columnwise_scale_inv = g.p[3];
+      s = bc_shard_finish(ctx, 1, &qg, NULL);
+    }
+    bc_tensor xf = { full, BC_FP32, R, C, C };
+    if (s == BC_OK) s = bc_quantize(ctx, &xf, &qw, NULL);
+    CK(cudaDeviceSynchronize());
+    good = s == BC_OK && same_q(&g, &w, info.has_columnwise ? 3 : dirs, info.block == BC_BLOCK_TENSOR || info.two_level, why, sizeof why);
+    rline(good, "rank %d: bc_shard_cast %s over the wrapped communicator, buffers summed by ncclAllReduce, bc_shard_finish: the whole "
+          "weight's quantize%s%s", rank, info.name, good ? "" : ": ", good ? "" : (s ? bc_last_error(ctx) : why));
+    qbuf_free(&g);
+    qbuf_free(&w);
+    cudaFree(full);
+  }
+  /* 3: two groups, each communicator given at the call */
+  void *half = NULL;
+  nr = nc.split(own, rank % 2, rank, &half, NULL);
+  bc_comm *hc = NULL;
+  s = nr == 0 ? bc_comm_wrap_nccl(ctx, half, &hc) : BC_ERR_UNAVAILABLE;
+  float *a = dmalloc(4), v = (float)(rank + 1), got = 0;
+  CK(cudaMemcpy(a, &v, 4, cudaMemcpyHostToDevice));
+  if (s == BC_OK) s = bc_amax_allreduce(ctx, hc, a, 1, NULL);
+  CK(cudaMemcpy(&got, a, 4, cudaMemcpyDeviceToHost));
+  int hi = rank % 2;
+  for (int r = 0; r < W; r++)
+    if (r % 2 == rank % 2) hi = r + 1;
+  rline(s == BC_OK && got == (float)hi, "rank %d: amax all-reduce over its ncclCommSplit group (color %d): %g, want %d", rank, rank % 2,
+        got, hi);
+  bc_comm_destroy(hc);
+  bc_comm_destroy(wrapped);
+  bc_comm_destroy(boot);
+  if (half) nc.destroy(half);
+  nc.destroy(own);
+  bc_ctx_destroy(ctx);
+  return rank_fail;
+}
+
+/* ---- the parent ---- */
+
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--count")) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+    printf("%d\n", n);
+    return 0;
+  }
+  if (argc > 4 && !strcmp(argv[1], "--rank")) return rank_main(atoi(argv[2]), atoi(argv[3]), argv[4]);
+  int n = mt_gpu_count(argv[0]);
+  if (n < 2) {
+    printf("1..0 # SKIP %d GPU%s (the multi-GPU tier needs 2 or more)\n", n, n == 1 ? "" : "s");
+    return 0;
+  }
+  int W = n < 4 ? n : 4;
+  char dir[] = "/tmp/blockcast-multi-XXXXXX";
+  if (!mkdtemp(dir)) { printf("Bail out! mkdtemp: %s\n", strerror(errno)); return 1; }
+  printf("# %d GPUs, %d ranks (one process each), id files in %s\n", n, W, dir);
+  pid_t pids[8];
+  int fds[8];
+  if (!mt_spawn(argv[0], W, dir, pids, fds)) { printf("Bail out! could not start the ranks\n"); return 1; }
+  /* each rank's output in turn (a pipe buffers what it writes meanwhile) */
+  int tests = 0, failed = 0;
+  for (int r = 0; r < W; r++) {
+    FILE *fp = fdopen(fds[r], "r");
+    char line[2048];
+    while (fp && fgets(line, sizeof line, fp)) {
+      if (!strncmp(line, "ok - ", 5)) printf("ok %d - %s", ++tests, line + 5);
+      else if (!strncmp(line, "not ok - ", 9)) printf("not ok %d - %s", ++tests, line + 9), failed++;
+      else printf("# %s", line);
+    }
+    if (fp) fclose(fp);
+    int st = 0;
+    waitpid(pids[r], &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+      printf("not ok %d - rank %d exited with status %d\n", ++tests, r, WIFEXITED(st) ? WEXITSTATUS(st) : 128);
+      failed++;
+    }
+  }
+  printf("1..%d\n", tests);
+  char id1[600], id2[600];
+  snprintf(id1, sizeof id1, "%s/blockcast.id", dir);
+  snprintf(id2, sizeof id2, "%s/own.id", dir);
+  unlink(id1);
+  unlink(id2);
+  rmdir(dir);
+  return failed ? 1 : 0;
+}

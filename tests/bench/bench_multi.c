@@ -1,0 +1,268 @@
+/* tests/bench/bench_multi.c: the collectives over real NCCL, one process per GPU (2 to 8 GPUs;
+ * says so and stops with fewer), busbw as nccl-tests computes it for an all-gather
+ * (algbw = all ranks' bytes / time, busbw = algbw x (W - 1) / W). Rank 0 prints, for a bf16
+ * activation [M, 8192] per rank of 64 and 256 MiB:
+ *   bf16        ncclAllGather of the bf16 rows (what a bf16 gather costs);
+ *   <format>    bc_all_gather of the rows into the format, rowwise (quantize + exchange + assembly),
+ *               against a raw ncclAllGather of the bytes it sends (bc_all_gather_bytes): the
+ *               overhead, and the speedup over the bf16 gather;
+ * and the sharded cast of the ~1B-parameter model of bench_shard.c (each rank its ZeRO range of
+ * the flat fp32 buffer) over the W ranks, one all-reduce included, against the floor of its
+ * kernels (bytes at the copy's speed) plus a raw ncclAllReduce of its vector's size.
+ * Median of 9 samples of 5 calls (all ranks in step: the collectives synchronize them).
+ *   bench_multi [W]   (default: every GPU, at most 8) */
+#include <errno.h>
+
+#include "bench.h"
+#include "../multi.h"
+
+static bc_ctx *ctx;
+
+typedef int (*call_fn)(void *u);
+
+/* median ms of one call over 9 samples of 5 (the first sample after 2 warm-up calls) */
+static float timed(call_fn fn, void *u) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  for (int i = 0; i < 2; i++)
+    if (fn(u)) return -1;
+  float ms[9];
+  for (int i = 0; i < 9; i++) {
+    CK(cudaEventRecord(a, 0));
+    for (int k = 0; k < 5; k++)
+      if (fn(u)) return -1;
+    CK(cudaEventRecord(b, 0));
+    CK(cudaEventSynchronize(b));
+    CK(cudaEventElapsedTime(&ms[i], a, b));
+    ms[i] /= 5;
+  }
+  qsort(ms, 9, sizeof *ms, cmpf);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return ms[4];
+}
+
+typedef struct job {
+  mt_nccl *nc;
+  void *nccl;
+  bc_comm *comm;
+  const void *send;
+  void *recv;
+  size_t bytes;
+  bc_tensor x;
+  const int64_t *rows;
+  bc_qtensor q;
+  int64_t n;
+  bc_shard *sh;
+  bc_qtensor *qs;
+  float *vec;
+  size_t nvec;
+} job;
+
+static int do_nccl_gather(void *u) {
+  job *j = u;
+  return j->nc->allgather(j->send, j->recv, j->bytes, MT_UINT8, j->nccl, NULL) != 0;
+}
+static int do_gather(void *u) {
+  job *j = u;
+  return bc_all_gather(ctx, j->comm, &j->x, j->rows, &j->q, NULL) != BC_OK;
+}
+static int do_shard(void *u) {
+  job *j = u;
+  return bc_shard_cast(ctx, j->comm, j->n, j->sh, j->qs, NULL) != BC_OK;
+}
+static int do_nccl_allreduce(void *u) {
+  job *j = u;
+  return j->nc->allreduce(j->vec, j->vec, j->nvec, 7 /* ncclFloat32 */, 2 /* ncclMax */, j->nccl, NULL) != 0;
+}
+
+static double busbw(size_t per_rank, int W, float ms) { return (double)per_rank * W / (ms * 1e-3) / 1e9 * (W - 1) / W; }
+
+static int rank_main(int rank, int W, const char *dir) {
+  CK(cudaSetDevice(rank));
+  if (bc_ctx_create(&ctx, NULL, 0) != BC_OK) return 1;
+  char path[600];
+  snprintf(path, sizeof path, "%s/blockcast.id", dir);
+  bc_comm *comm;
+  if (bc_comm_bootstrap(ctx, path, W, rank, 120.0, &comm) != BC_OK) {
+    printf("# rank %d: %s\n", rank, bc_last_error(ctx));
+    return 1;
+  }
+  mt_nccl nc;
+  void *own = mt_nccl_open(&nc) ? mt_nccl_comm(ctx, &nc, dir, "own.id", rank, W) : NULL;
+  if (!own) {
+    printf("# rank %d: no NCCL communicator of its own\n", rank);
+    return 1;
+  }
+  float copy_ms;
+  double gbs = copy_gbs(&copy_ms);
+  if (rank == 0) {
+    printf("# %s x %d, one process each; copy %.0f GB/s on rank 0 in this run\n", gpu_name(), W, gbs);
+    printf("| per rank | format | ms | busbw GB/s | raw gather of its bytes, ms | overhead | vs the bf16 gather |\n|---|---|---|---|---|---|---|\n");
+  }
+  const int64_t K = 8192;
+  const char *fmts[] = { "fp8_e4m3_tensor", "mxfp8_e4m3", "nvfp4" };
+  for (int mb = 64; mb <= 256; mb *= 4) {
+    int64_t M = (int64_t)mb * 1024 * 1024 / (K * 2), rows[8];
+    for (int r = 0; r < W; r++) rows[r] = M;
+    size_t per = (size_t)(M * K) * 2;
+    void *x = dmalloc(per), *all = dmalloc(per * (size_t)W);
+    {
+      uint16_t *h = malloc(per);
+      fill_bf16(h, (size_t)(M * K), 11 + rank);
+      CK(cudaMemcpy(x, h, per, cudaMemcpyHostToDevice));
+      free(h);
+    }
+    job j;
+    memset(&j, 0, sizeof j);
+    j.nc = &nc, j.nccl = own, j.comm = comm, j.send = x, j.recv = all, j.bytes = per;
+    float bf = timed(do_nccl_gather, &j);
+    if (rank == 0) printf("| %d MiB | bf16 (ncclAllGather) | %.3f | %.0f | | | 1.00x |\n", mb, bf, busbw(per, W, bf));
+    for (int fi = 0; fi < 3; fi++) {
+      const bc_format *f;
+      bc_format_get(ctx, fmts[fi], &f);
+      bc_qlayout l;
+      bc_qtensor_layout(ctx, f, M * W, K, BC_ROWWISE, 0, &l);
+      void *rd = dmalloc(l.data_bytes), *rs = dmalloc(l.scale_bytes);
+      float *am = dmalloc(8);
+      job g = j;
+      g.x = (bc_tensor){ x, BC_BF16, M, K, K };
+      g.rows = rows;
+      g.q = (bc_qtensor){ f, M * W, K, rd, rs, NULL, NULL, am, am + 1, 0, 0, 0, 0 };
+      float q = timed(do_gather, &g);
+      uint64_t sent = 0;
+      bc_all_gather_bytes(ctx, f, W, rows, K, BC_ROWWISE, 0, &sent); /* every rank the same count (equal rows: the same for all) */
+      void *s2 = dmalloc(sent), *r2 = dmalloc(sent * (uint64_t)W);
+      job raw = j;
+      raw.send = s2, raw.recv = r2, raw.bytes = sent;
+      float rw = timed(do_nccl_gather, &raw);
+      if (rank == 0)
+        printf("| %d MiB | %s | %.3f | %.0f | %.3f | %+.1f%% | %.2fx |\n", mb, fmts[fi], q, busbw(sent, W, q), rw, 100.0 * (q / rw - 1),
+               bf / q);
+      fflush(stdout);
+      cudaFree(rd);
+      cudaFree(rs);
+      cudaFree(am);
+      cudaFree(s2);
+      cudaFree(r2);
+    }
+    cudaFree(x);
+    cudaFree(all);
+  }
+  /* the sharded cast of a ~1B-parameter model, every rank its ZeRO range */
+  int64_t shape[65][2];
+  int n = 0;
+  shape[n][0] = 50304, shape[n][1] = 2048, n++;
+  for (int l = 0; l < 16; l++) {
+    int64_t s4[4][2] = { { 6144, 2048 }, { 2048, 2048 }, { 8192, 2048 }, { 2048, 8192 } };
+    for (int k = 0; k < 4; k++) shape[n][0] = s4[k][0], shape[n][1] = s4[k][1], n++;
+  }
+  int64_t total = 0;
+  for (int i = 0; i < n; i++) total += shape[i][0] * shape[i][1];
+  const int64_t lo = total / W * rank, hi = rank == W - 1 ? total : total / W * (rank + 1);
+  float *master = dmalloc((size_t)(hi - lo) * 4);
+  CK(cudaMemset(master, 0x3F, (size_t)(hi - lo) * 4));
+  if (rank == 0) printf("\n| sharded cast (1B model, %d-way ZeRO) | ms | kernels' floor ms | raw all-reduce ms | step / (floor + all-reduce) |\n|---|---|---|---|---|\n", W);
+  const char *sf[] = { "fp8_e4m3_tensor", "fp8_block_128x128", "mxfp8_e4m3", "nvfp4" };
+  for (int c = 0; c < 4; c++) {
+    const bc_format *f;
+    bc_format_get(ctx, sf[c], &f);
+    bc_format_info info;
+    bc_format_get_info(ctx, f, &info);
+    int dirs = info.block == BC_BLOCK_1D ? 3 : 1;
+    bc_shard sh[65];
+    bc_qtensor qs[65];
+    void *bufs[65][4];
+    memset(bufs, 0, sizeof bufs);
+    double bytes = (double)(hi - lo) * 4;
+    int64_t base = 0;
+    size_t nvec = 0;
+    for (int i = 0; i < n; i++) {
+      int64_t N = shape[i][0] * shape[i][1], a = lo > base ? lo - base : 0, b = hi - base < N ? hi - base : N;
+      if (a > N) a = N;
+      if (b < a) b = a;
+      sh[i] = (bc_shard){ master + (base + a - lo), BC_FP32, a, b - a, 0 };
+      qs[i] = (bc_qtensor){ f, shape[i][0], shape[i][1], NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0 };
+      for (int d = 0; d < 2; d++) {
+        if (!(dirs & (1 << d))) continue;
+        bc_qlayout l;
+        bc_qtensor_layout(ctx, f, shape[i][0], shape[i][1], d ? BC_COLUMNWISE : BC_ROWWISE, 0, &l);
+        bufs[i][2 * d] = dmalloc(l.data_bytes);
+        bufs[i][2 * d + 1] = dmalloc(l.scale_bytes);
+        if (d) qs[i].columnwise_data = bufs[i][2], qs[i].columnwise_scale_inv = bufs[i][3];
+        else qs[i].rowwise_data = bufs[i][0], qs[i].rowwise_scale_inv = bufs[i][1];
+        bytes += (double)(b - a) * info.element_bits / 8 + (info.block == BC_BLOCK_TENSOR ? 0 : (double)(b - a) / (double)N * l.scale_bytes);
+      }
+      float *am = dmalloc(8);
+      qs[i].amax = am, qs[i].scale = am + 1;
+      /* the vector bc_shard_cast all-reduces (bc_shard.c's layout): tensor amaxes, W x 2 x (3 + nbc) per blocked pass */
+      if (info.block == BC_BLOCK_TENSOR || info.two_level) nvec++;
+      if (info.block != BC_BLOCK_TENSOR) {
+        nvec += (size_t)W * 2 * (3 + (size_t)((shape[i][1] + info.block_cols - 1) / info.block_cols));
+        if (dirs & 2) nvec += (size_t)W * 2 * (3 + (size_t)shape[i][1]);
+      }
+      base += N;
+    }
+    job j;
+    memset(&j, 0, sizeof j);
+    j.nc = &nc, j.nccl = own, j.comm = comm;
+    j.n = n, j.sh = sh, j.qs = qs;
+    float step = timed(do_shard, &j);
+    j.vec = dmalloc(nvec * 4), j.nvec = nvec;
+    CK(cudaMemset(j.vec, 0, nvec * 4));
+    float ar = timed(do_nccl_allreduce, &j);
+    double floor_ms = bytes / (gbs * 1e9) * 1e3;
+    if (rank == 0)
+      printf("| %s %s | %.3f | %.3f | %.3f | %.2fx |\n", sf[c], dirs == 3 ? "both" : "rowwise", step, floor_ms, ar, step / (floor_ms + ar));
+    fflush(stdout);
+    for (int i = 0; i < n; i++) {
+      for (int k = 0; k < 4; k++) cudaFree(bufs[i][k]);
+      cudaFree(qs[i].amax);
+    }
+    cudaFree(j.vec);
+  }
+  cudaFree(master);
+  bc_comm_destroy(comm);
+  nc.destroy(own);
+  bc_ctx_destroy(ctx);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--count")) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+    printf("%d\n", n);
+    return 0;
+  }
+  if (argc > 4 && !strcmp(argv[1], "--rank")) return rank_main(atoi(argv[2]), atoi(argv[3]), argv[4]);
+  int n = mt_gpu_count(argv[0]);
+  int W = argc > 1 ? atoi(argv[1]) : (n < 8 ? n : 8);
+  if (n < 2 || W < 2 || W > n) {
+    printf("# bench_multi needs 2 or more GPUs (%d here, %d asked)\n", n, W);
+    return 0;
+  }
+  char dir[] = "/tmp/blockcast-bench-XXXXXX";
+  if (!mkdtemp(dir)) return 1;
+  pid_t pids[8];
+  int fds[8];
+  if (!mt_spawn(argv[0], W, dir, pids, fds)) return 1;
+  int bad = 0;
+  for (int r = 0; r < W; r++) {
+    char buf[4096];
+    ssize_t k;
+    while ((k = read(fds[r], buf, sizeof buf)) > 0) fwrite(buf, 1, (size_t)k, stdout);
+    close(fds[r]);
+    int st = 0;
+    waitpid(pids[r], &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st)) bad = 1;
+  }
+  char p1[600], p2[600];
+  snprintf(p1, sizeof p1, "%s/blockcast.id", dir);
+  snprintf(p2, sizeof p2, "%s/own.id", dir);
+  unlink(p1);
+  unlink(p2);
+  rmdir(dir);
+  return bad;
+}
