@@ -155,11 +155,23 @@ static void local_and_collectives(void) {
     bs.len = 5;
     ERR_HAS(bc_shard_cast(ctx, c[0], 2, (bc_shard[2]){ sh[0], bs }, (bc_qtensor[2]){ sq[0], bq }, NULL), BC_ERR_ARG,
             "bc_shard_cast: weight 1: format 'mxfp4' packs 2 4-bit elements per byte", "shard_cast 4-bit odd columns");
+    bq = sq[1];
+    bq.format = b2;
+    bq.rows = bq.cols = 128;
+    bq.columnwise_data = bq.columnwise_scale_inv = NULL;
+    bq.rowwise_scale_inv = (char *)fake + 2;
+    bs = sh[1];
+    bs.len = 100;
+    ERR_HAS(bc_shard_cast(ctx, c[0], 2, (bc_shard[2]){ sh[0], bs }, (bc_qtensor[2]){ sq[0], bq }, NULL), BC_ERR_ARG,
+            "weight 1: q->rowwise_scale_inv is misaligned; format 'fp8_block_128x128' stores 4-byte scales", "shard_cast misaligned scales");
     is_int(bc_shard_cast(ctx, c[0], 0, NULL, NULL, NULL), BC_OK, "shard_cast of no weights does nothing");
     ERR_HAS(bc_shard_finish(ctx, 2, NULL, NULL), BC_ERR_ARG, "'q' is NULL", "shard_finish NULL q");
     bc_qtensor fq = { b2, 128, 128, NULL, fake, fake, fake, NULL, NULL, 0, 0, 0, 0 };
     ERR_HAS(bc_shard_finish(ctx, 2, (bc_qtensor[2]){ sq[0], fq }, NULL), BC_ERR_ARG,
             "bc_shard_finish: weight 1: q needs rowwise_data and rowwise_scale_inv", "shard_finish without the rowwise copy");
+    fq.rowwise_data = fake;
+    fq.columnwise_scale_inv = (char *)fake + 1;
+    ERR_HAS(bc_shard_finish(ctx, 1, &fq, NULL), BC_ERR_ARG, "weight 0: a scale_inv pointer is misaligned", "shard_finish misaligned scales");
     fq.format = NULL;
     ERR_HAS(bc_shard_finish(ctx, 1, &fq, NULL), BC_ERR_ARG, "weight 0: q->format is NULL", "shard_finish NULL format");
     is_int(bc_shard_finish(ctx, 1, &sq[1], NULL), BC_OK, "shard_finish skips a 1D format (nothing to build)");

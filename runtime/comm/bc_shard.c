@@ -116,6 +116,11 @@ static bc_status check_entry(bc_ctx *ctx, int64_t i, const bc_shard *sh, const b
   if ((row && !q->rowwise_scale_inv) || (col && !q->columnwise_scale_inv))
     return bci_fail(ctx, BC_ERR_ARG, "%s: weight %lld: q->%s_scale_inv is NULL; every direction cast needs its scales", FN,
                     (long long)i, row && !q->rowwise_scale_inv ? "rowwise" : "columnwise");
+  const size_t sa = f->block == BC_BLOCK_TENSOR ? 4 : (size_t)f->scale_bytes;
+  if ((row && !bci_aligned(q->rowwise_scale_inv, sa)) || (col && !bci_aligned(q->columnwise_scale_inv, sa)))
+    return bci_fail(ctx, BC_ERR_ARG, "%s: weight %lld: q->%s_scale_inv is misaligned; format '%s' stores %zu-byte scales: pass a "
+                    "pointer aligned to %zu bytes", FN, (long long)i, row && !bci_aligned(q->rowwise_scale_inv, sa) ? "rowwise" : "columnwise",
+                    f->name, sa, sa);
   if (f->block == BC_BLOCK_TENSOR || f->rule == BCI_RULE_TWO_LEVEL) {
     if (!q->amax || !bci_aligned(q->amax, 4))
       return bci_fail(ctx, BC_ERR_ARG, "%s: weight %lld: q->amax is %s; format '%s' needs a device fp32[1] for the group's amax",
@@ -283,6 +288,12 @@ static bc_status rec_quantize(bc_ctx *ctx, bci_sink *k, const wplan *w, const bc
  * and so are all placements (their bytes are disjoint: regions meet at even rows). */
 enum { ST_AMAX = 0, ST_STAGE = 2, ST_QUANT = 3, ST_PLACE = 8 };
 
+/* a quantize recorded more launches than the stages reserved for it (ST_QUANT .. ST_PLACE - 1) */
+static bc_status quant_stages_fail(bc_ctx *ctx, const bci_sink *k) {
+  return bci_fail(ctx, BC_ERR_INTERNAL, "%s: a quantize took %d launches, more than the %d stages reserved for it (bc_shard.c: ST_PLACE)",
+                  FN, k->stage - ST_QUANT, ST_PLACE - ST_QUANT);
+}
+
 static bc_status rec_weight(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const wplan *w, bc_qtensor *q, float *vec, int W,
                             void *ws, void *stream) {
   bc_status s = BC_OK;
@@ -331,6 +342,7 @@ static bc_status rec_weight(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const 
     }
     k->stage = ST_QUANT;
     s = rec_quantize(ctx, k, w, q, &x, &t, stream);
+    if (s == BC_OK && k->stage > ST_PLACE) s = quant_stages_fail(ctx, k);
     if (s == BC_OK && pr->on && (k->stage = ST_PLACE))
       s = rec_place(ctx, k, w, pr, w->A, w->B - w->A, NULL, q->rowwise_data, 0, t.rowwise_scale_inv, q->rowwise_scale_inv, stream);
     if (s == BC_OK && pc->on && (k->stage = ST_PLACE))
@@ -350,6 +362,7 @@ static bc_status rec_weight(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const 
       else t.columnwise_data = at_bytes(ws, p->td[j]), t.columnwise_scale_inv = sc;
       k->stage = ST_QUANT;
       s = rec_quantize(ctx, k, w, q, &x, &t, stream);
+      if (s == BC_OK && k->stage > ST_PLACE) s = quant_stages_fail(ctx, k);
       if (s == BC_OK && (k->stage = ST_PLACE))
         s = rec_place(ctx, k, w, p, p->r0[j], p->nr[j], at_bytes(ws, p->td[j]), d ? q->columnwise_data : q->rowwise_data, 1,
                       sc, d ? q->columnwise_scale_inv : q->rowwise_scale_inv, stream);
@@ -404,21 +417,25 @@ bc_status bc_shard_cast(bc_ctx *ctx, bc_comm *comm, int64_t n, const bc_shard *s
   }
   char sig[BCI_COMM_SIG];
   snprintf(sig, sizeof sig, "%s n=%lld vec=%zu layout=%016llx", FN, (long long)n, P.nvec, (unsigned long long)h);
-  if ((s = bci_comm_agree(ctx, comm, FN, sig, s, stream)) != BC_OK) {
-    free(P.w);
-    return s;
-  }
-  if (P.n == 0) return BC_OK;
+  /* the workspace before the agreement: a rank without it fails every rank there (over NCCL a
+   * rank that left after the agreement would leave the others in the all-reduce) */
   void *ws = NULL;
   float *vec = NULL;
   size_t vbytes = align256(P.nvec * sizeof(float) + 4);
-  s = bci_ws_alloc(ctx, vbytes + P.bytes, stream, &ws);
-  if (s == BC_OK) {
-    vec = (float *)ws;
-    ws = at_bytes(ws, vbytes);
-    /* zeros: the vector (other ranks' slots stay 0) and the workspace's first word */
-    s = bci_cuda_memset32(ctx, vec, 0u, vbytes / 4, stream);
-    if (s == BC_OK) s = bci_cuda_memset32(ctx, ws, 0u, 1, stream);
+  if (s == BC_OK && P.n > 0) {
+    s = bci_ws_alloc(ctx, vbytes + P.bytes, stream, &ws);
+    if (s == BC_OK) {
+      vec = (float *)ws;
+      ws = at_bytes(ws, vbytes);
+      /* zeros: the vector (other ranks' slots stay 0) and the workspace's first word */
+      s = bci_cuda_memset32(ctx, vec, 0u, vbytes / 4, stream);
+      if (s == BC_OK) s = bci_cuda_memset32(ctx, ws, 0u, 1, stream);
+    }
+  }
+  if ((s = bci_comm_agree(ctx, comm, FN, sig, s, stream)) != BC_OK || P.n == 0) {
+    if (vec) bci_ws_free(vec, stream);
+    free(P.w);
+    return s;
   }
   /* 1: the partial amaxes */
   if (s == BC_OK) s = bci_list_begin(ctx, FN, n, shards, "shards");
@@ -513,9 +530,20 @@ bc_status bc_shard_finish(bc_ctx *ctx, int64_t n, const bc_qtensor *q, void *str
                    "columnwise_scale_inv to build the columnwise copy of format '%s'", fn, (long long)i, f->name);
       break;
     }
-    if (e->rows < 1 || e->cols < 1) {
-      s = bci_fail(ctx, BC_ERR_ARG, "%s: weight %lld: q is [%lld, %lld]; expected at least 1 x 1", fn, (long long)i,
-                   (long long)e->rows, (long long)e->cols);
+    if (e->rows < 1 || e->cols < 1 || e->rows > BCI_MAX_ELEMS / e->cols) {
+      s = bci_fail(ctx, BC_ERR_ARG, "%s: weight %lld: q is [%lld, %lld]; expected the whole weight's shape (at least 1 x 1)", fn,
+                   (long long)i, (long long)e->rows, (long long)e->cols);
+      break;
+    }
+    const size_t sa = f->block == BC_BLOCK_TENSOR ? 4 : (size_t)f->scale_bytes;
+    if (!bci_aligned(e->rowwise_scale_inv, sa) || !bci_aligned(e->columnwise_scale_inv, sa)) {
+      s = bci_fail(ctx, BC_ERR_ARG, "%s: weight %lld: a scale_inv pointer is misaligned; format '%s' stores %zu-byte scales", fn,
+                   (long long)i, f->name, sa);
+      break;
+    }
+    if (f->block == BC_BLOCK_2D && f->block_rows != f->block_cols) {
+      s = bci_fail(ctx, BC_ERR_UNSUPPORTED, "%s: weight %lld: format '%s' has %d x %d blocks; the columnwise copy is built for square "
+                   "2D blocks only", fn, (long long)i, f->name, f->block_rows, f->block_cols);
       break;
     }
     s = finish_entry(ctx, bci_list_item(ctx, i), e, stream);

@@ -408,9 +408,10 @@ BC_API bc_status bc_quantize_list_comm(bc_ctx *ctx, bc_comm *comm, int64_t n, co
  * tensor the rowwise scale_inv) from the group's amax; with given_scale, q->scale holds the scale
  * (delayed scaling) and q->amax receives the group's amax.
  * The gather is the caller's (the step before it is this call, the step after it bc_shard_finish).
- * Exact for any partition: with the data and scale buffers zeroed before the cast, a byte-wise
- * sum over the ranks (ncclAllReduce, ncclUint8, ncclSum: an OR here, as the ranks' bits are
- * disjoint) gives every rank the buffers bc_quantize of the whole weight writes. (An all-gather
+ * Exact for any partition: with the data and block-scale buffers zeroed before the cast, a
+ * byte-wise sum over the ranks (ncclAllReduce, ncclUint8, ncclSum: an OR here, as the ranks' bits
+ * are disjoint) gives every rank the buffers bc_quantize of the whole weight writes (not the
+ * per-tensor scale_inv, amax and scale: every rank already holds the group's, do not sum them). (An all-gather
  * of byte ranges works for 8-bit rowwise data, rank r's bytes [start, start + len); 4-bit data
  * and block scales need the sum.) Per-tensor and 2D-block formats cast rowwise only (their
  * columnwise data is the transpose of the rowwise data): after the gather, bc_shard_finish builds
