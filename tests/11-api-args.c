@@ -7,12 +7,6 @@
 #include "tap.h"
 
 static bc_ctx *ctx;
-#define ERR_HAS(s, want, needle, name)                 \
-  do {                                                 \
-    bc_status s_ = (s);                                \
-    is_int(s_, want, "%s: status", name);              \
-    is_str_has(bc_last_error(ctx), needle, "%s: message", name); \
-  } while (0)
 
 int main(void) {
   char err[1024];

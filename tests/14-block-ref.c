@@ -1049,13 +1049,6 @@ static void test_roundtrip(void) {
 
 /* ---- (6) argument errors ---- */
 
-#define ERR_HAS(s, want, needle, name)                           \
-  do {                                                           \
-    bc_status s_ = (s);                                          \
-    is_int(s_, want, "%s: status", name);                        \
-    is_str_has(bc_last_error(ctx), needle, "%s: message", name); \
-  } while (0)
-
 static void test_args(void) {
   hp x;
   hp_alloc(&x, BC_FP32, 4, 64, 0);

@@ -14,12 +14,6 @@
 #include "tap.h"
 
 static bc_ctx *ctx;
-#define ERR_HAS(s, want, needle, name)                           \
-  do {                                                           \
-    bc_status s_ = (s);                                          \
-    is_int(s_, want, "%s: status", name);                        \
-    is_str_has(bc_last_error(ctx), needle, "%s: message", name); \
-  } while (0)
 
 static int is_hex256(const char *s) {
   if (strlen(s) != 256) return 0;

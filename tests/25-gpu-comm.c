@@ -80,18 +80,6 @@ static bc_qtensor qt_of(const gcase *c, const buf4 *b) {
   return q;
 }
 
-/* bytes of device buffer d vs e; reports the first difference */
-static int same_dev(const char *what, const void *d, const void *e, size_t n) {
-  if (!n) return 1;
-  uint8_t *a = malloc(n), *b = malloc(n);
-  CK(cudaMemcpy(a, d, n, cudaMemcpyDeviceToHost));
-  CK(cudaMemcpy(b, e, n, cudaMemcpyDeviceToHost));
-  int r = first_diff_report(what, a, b, n);
-  free(a);
-  free(b);
-  return r;
-}
-
 static int same_bufs(const gcase *c, const buf4 *g, const buf4 *r, int rank) {
   char w[64];
   int good = 1;

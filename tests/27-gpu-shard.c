@@ -168,16 +168,6 @@ static void weight_free(weight *w) {
 
 static uint64_t last_launches; /* of the last run_list's calls (all ranks) */
 
-static int same_dev_bytes(const char *what, const void *d, const void *e, size_t n) {
-  uint8_t *a = malloc(n), *b = malloc(n);
-  CK(cudaMemcpy(a, d, n, cudaMemcpyDeviceToHost));
-  CK(cudaMemcpy(b, e, n, cudaMemcpyDeviceToHost));
-  int r = first_diff_report(what, a, b, n);
-  free(a);
-  free(b);
-  return r;
-}
-
 static int same_host(const char *what, const uint8_t *a, const uint8_t *b, size_t n) { return first_diff_report(what, a, b, n); }
 
 /* one list of n weights over W ranks; returns 1 when every check holds */
@@ -303,9 +293,9 @@ static int run_list(weight *ws, int n, bc_comm **comms, int W, char *why, size_t
         char what[128];
         snprintf(what, sizeof what, "weight %d (%s %lldx%lld) columnwise data after bc_shard_finish", idx[k], w->info.name,
                  (long long)w->R, (long long)w->C);
-        if (!same_dev_bytes(what, fin[idx[k]][2], w->ref[2], w->l[1].data_bytes)) good = 0;
+        if (!same_dev(what, fin[idx[k]][2], w->ref[2], w->l[1].data_bytes)) good = 0;
         snprintf(what, sizeof what, "weight %d (%s) columnwise scales after bc_shard_finish", idx[k], w->info.name);
-        if (!same_dev_bytes(what, fin[idx[k]][3], w->ref[3], w->l[1].scale_bytes)) good = 0;
+        if (!same_dev(what, fin[idx[k]][3], w->ref[3], w->l[1].scale_bytes)) good = 0;
         if (!good) snprintf(why, why_len, "%s", what);
       }
     }

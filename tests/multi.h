@@ -11,6 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cuda_runtime_api.h>
+
 #include "blockcast.h"
 
 typedef struct { char internal[128]; } mt_nccl_id;
@@ -65,6 +67,27 @@ static inline void *mt_nccl_comm(bc_ctx *ctx, const mt_nccl *n, const char *dir,
   memcpy(nid.internal, id.bytes, sizeof nid.internal);
   void *comm = NULL;
   return n->init(&comm, W, nid, rank) == 0 ? comm : NULL;
+}
+
+/* a rank's main: "--count" prints the number of GPUs (the parent's child for mt_gpu_count);
+ * returns -1 for any other command line */
+static inline int mt_count_main(int argc, char **argv) {
+  if (argc < 2 || strcmp(argv[1], "--count")) return -1;
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+  printf("%d\n", n);
+  return 0;
+}
+
+/* removes the id files the ranks wrote and the directory */
+static inline void mt_cleanup(const char *dir) {
+  const char *names[] = { "blockcast.id", "own.id" };
+  for (int i = 0; i < 2; i++) {
+    char p[600];
+    snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+    unlink(p);
+  }
+  rmdir(dir);
 }
 
 /* the number of GPUs, counted by a child process */

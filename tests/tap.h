@@ -61,6 +61,15 @@ static inline int tap_ok_at(int cond, const char *file, int line, const char *fm
       diag("expected to find \"%s\" in:\n%s", n_, h_ ? h_ : "(null)");                           \
   } while (0)
 
+/* a blockcast call's status is `want` and the context's last error (a `ctx` in scope) contains
+ * `needle`: two test points named `name` */
+#define ERR_HAS(s, want, needle, name)                           \
+  do {                                                           \
+    bc_status s_ = (s);                                          \
+    is_int(s_, want, "%s: status", name);                        \
+    is_str_has(bc_last_error(ctx), needle, "%s: message", name); \
+  } while (0)
+
 /* compare n bytes; on mismatch report the count and the first 8 (index, got, expected) */
 static inline int tap_bytes_at(const void *got, const void *want, size_t n, const char *file, int line, const char *name) {
   const unsigned char *g = got, *w = want;

@@ -70,4 +70,18 @@ static inline int first_diff_report(const char *what, const void *got, const voi
   return bad == 0;
 }
 
+#ifdef BC_TEST_GPU_H
+/* n bytes of device buffers got and want equal (else first_diff_report's lines) */
+static inline int same_dev(const char *what, const void *got, const void *want, size_t n) {
+  if (!n) return 1;
+  uint8_t *a = malloc(n), *b = malloc(n);
+  CK(cudaMemcpy(a, got, n, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(b, want, n, cudaMemcpyDeviceToHost));
+  int r = first_diff_report(what, a, b, n);
+  free(a);
+  free(b);
+  return r;
+}
+#endif
+
 #endif

@@ -524,13 +524,10 @@ static bc_status gather_checks(bc_ctx *ctx, const char *fn, bc_comm *comm, const
   if (m > 0 && (s = bci_check_tensor(ctx, fn, "x", x, ld)) != BC_OK) return s;
   /* every kernel of the call before any communication */
   const bci_kernel *k;
-  char name[64];
   if ((s = bci_kernel_get(ctx, "bc_comm_place", &k)) != BC_OK) return s;
   if (p->derived && (s = bci_kernel_get(ctx, "bc_comm_transpose", &k)) != BC_OK) return s;
-  snprintf(name, sizeof name, "bc_comm_stage__%s", bc_dtype_name(x->dtype));
-  if (p->exchange && (s = bci_kernel_get(ctx, name, &k)) != BC_OK) return s;
-  snprintf(name, sizeof name, "bc_comm_bamax__%s", bc_dtype_name(x->dtype));
-  if (p->exchange && (s = bci_kernel_get(ctx, name, &k)) != BC_OK) return s;
+  if (p->exchange && (s = bci_kernel_getf(ctx, &k, "bc_comm_stage__%s", bc_dtype_name(x->dtype))) != BC_OK) return s;
+  if (p->exchange && (s = bci_kernel_getf(ctx, &k, "bc_comm_bamax__%s", bc_dtype_name(x->dtype))) != BC_OK) return s;
   return BC_OK;
 }
 

@@ -43,6 +43,7 @@ typedef struct pass {
   int64_t r0[2], nr[2]; /* the slabs (nr 0: none) */
   size_t hp[2], td[2], ts[2]; /* workspace: staged slab, its quantized data and scales */
   size_t itd, its;      /* workspace: the interior's data (transposed columnwise) and scales */
+  bci_sl sl[2], isl;    /* the compact scale layouts of the slabs' and the interior's quantized rows */
 } pass;
 
 typedef struct wplan {
@@ -181,6 +182,7 @@ static bc_status plan_regions(bc_ctx *ctx, int64_t i, const bc_shard *sh, wplan 
       p->hp[k] = *bytes, *bytes += align256((size_t)(p->nr[k] * C) * es);
       p->td[k] = *bytes, *bytes += align256(tg.data_bytes);
       p->ts[k] = *bytes, *bytes += align256(w->f->block == BC_BLOCK_TENSOR ? 4 : tg.scale_bytes);
+      p->sl[k] = tg.sl;
     }
     if (interior) {
       bci_geom tg;
@@ -188,6 +190,7 @@ static bc_status plan_regions(bc_ctx *ctx, int64_t i, const bc_shard *sh, wplan 
       if (st != BC_OK) return bci_fail_entry(ctx, st, FN, "weight", i);
       if (d == 1 && tg.data_is_view) p->itd = *bytes, *bytes += align256(tg.data_bytes);
       if (w->f->block != BC_BLOCK_TENSOR) p->its = *bytes, *bytes += align256(tg.scale_bytes);
+      p->isl = tg.sl;
     }
   }
   return BC_OK;
@@ -202,10 +205,8 @@ static unsigned grid(int64_t work, unsigned threads) {
 
 static bc_status rec_bamax(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const wplan *w, const pass *p, float *vec, int rank,
                            int W, void *stream) {
-  char name[64];
-  snprintf(name, sizeof name, "bc_shard_bamax__%s", bc_dtype_name(sh->dtype));
   const bci_kernel *kk;
-  bc_status s = bci_kernel_get(ctx, name, &kk);
+  bc_status s = bci_kernel_getf(ctx, &kk, "bc_shard_bamax__%s", bc_dtype_name(sh->dtype));
   if (s != BC_OK) return s;
   const void *in = sh->data;
   int64_t R = w->R, C = w->C, s0 = w->s, e = w->e, bh = p->bh, bw = p->bw, nbc = p->nbc, b0 = p->band[TOP], b1 = p->band[BOT];
@@ -220,10 +221,8 @@ static bc_status rec_bamax(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const w
 
 static bc_status rec_stage(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const wplan *w, const pass *p, int which, const float *vec,
                            int W, void *out, void *stream) {
-  char name[64];
-  snprintf(name, sizeof name, "bc_shard_stage__%s", bc_dtype_name(sh->dtype));
   const bci_kernel *kk;
-  bc_status s = bci_kernel_get(ctx, name, &kk);
+  bc_status s = bci_kernel_getf(ctx, &kk, "bc_shard_stage__%s", bc_dtype_name(sh->dtype));
   if (s != BC_OK) return s;
   const void *in = sh->data;
   int64_t R = w->R, C = w->C, s0 = w->s, e = w->e, r0 = p->r0[which], nr = p->nr[which], bh = p->bh, bw = p->bw, nbc = p->nbc;
@@ -238,17 +237,15 @@ static bc_status rec_stage(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const w
 
 /* the rank's codes (do_data) and block scales of the quantized region rows [r0, r0 + nr): one
  * launch for the data (rows x 16-byte pieces), one for the scales */
-static bc_status rec_place(bc_ctx *ctx, bci_sink *k, const wplan *w, const pass *p, int64_t r0, int64_t nr, const void *tdata,
-                           void *ddata, int do_data, const void *tscale, void *dscale, void *stream) {
+static bc_status rec_place(bc_ctx *ctx, bci_sink *k, const wplan *w, const pass *p, int64_t r0, int64_t nr, bci_sl tsl,
+                           const void *tdata, void *ddata, int do_data, const void *tscale, void *dscale, void *stream) {
   const bc_format *f = w->f;
   int sbytes = f->block == BC_BLOCK_TENSOR ? 0 : f->scale_bytes;
   if (!do_data && !sbytes) return BC_OK;
-  bci_geom tg;
-  bc_status s = bci_geom_get(ctx, FN, f, nr, w->C, p->dir, 0, &tg);
-  if (s != BC_OK) return s;
+  bc_status s;
   const bci_kernel *kk;
   if ((s = bci_kernel_get(ctx, "bc_shard_place", &kk)) != BC_OK) return s;
-  bci_sl tsl = tg.sl, dsl = p->g.sl;
+  bci_sl dsl = p->g.sl;
   int64_t R = w->R, C = w->C, s0 = w->s, e = w->e;
   int bits = f->elem.bits, high_first = f->pack_high_first, col = p->dir == BC_COLUMNWISE;
   int mode = col && p->g.data_is_view, vbr = p->g.vbr, vbc = p->g.vbc ? p->g.vbc : 1, per_row = tsl.per_row;
@@ -344,9 +341,9 @@ static bc_status rec_weight(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const 
     s = rec_quantize(ctx, k, w, q, &x, &t, stream);
     if (s == BC_OK && k->stage > ST_PLACE) s = quant_stages_fail(ctx, k);
     if (s == BC_OK && pr->on && (k->stage = ST_PLACE))
-      s = rec_place(ctx, k, w, pr, w->A, w->B - w->A, NULL, q->rowwise_data, 0, t.rowwise_scale_inv, q->rowwise_scale_inv, stream);
+      s = rec_place(ctx, k, w, pr, w->A, w->B - w->A, pr->isl, NULL, q->rowwise_data, 0, t.rowwise_scale_inv, q->rowwise_scale_inv, stream);
     if (s == BC_OK && pc->on && (k->stage = ST_PLACE))
-      s = rec_place(ctx, k, w, pc, w->A, w->B - w->A, t.columnwise_data, q->columnwise_data, pc->g.data_is_view,
+      s = rec_place(ctx, k, w, pc, w->A, w->B - w->A, pc->isl, t.columnwise_data, q->columnwise_data, pc->g.data_is_view,
                     t.columnwise_scale_inv, q->columnwise_scale_inv, stream);
   }
   /* the slabs' quantizes and placements, one direction each */
@@ -364,7 +361,7 @@ static bc_status rec_weight(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const 
       s = rec_quantize(ctx, k, w, q, &x, &t, stream);
       if (s == BC_OK && k->stage > ST_PLACE) s = quant_stages_fail(ctx, k);
       if (s == BC_OK && (k->stage = ST_PLACE))
-        s = rec_place(ctx, k, w, p, p->r0[j], p->nr[j], at_bytes(ws, p->td[j]), d ? q->columnwise_data : q->rowwise_data, 1,
+        s = rec_place(ctx, k, w, p, p->r0[j], p->nr[j], p->sl[j], at_bytes(ws, p->td[j]), d ? q->columnwise_data : q->rowwise_data, 1,
                       sc, d ? q->columnwise_scale_inv : q->rowwise_scale_inv, stream);
     }
   }

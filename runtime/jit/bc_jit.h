@@ -23,6 +23,8 @@ typedef struct bci_kernel {
 
 /* Find (AOT -> compile) and load the kernel `name` for the current device. */
 BCI_HIDDEN bc_status bci_kernel_get(bc_ctx *ctx, const char *name, const bci_kernel **out);
+/* The same with the name made by a printf format ("bc_amax__%s", dtype name) */
+BCI_HIDDEN bc_status bci_kernel_getf(bc_ctx *ctx, const bci_kernel **out, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 BCI_HIDDEN bc_status bci_kernel_launch(bc_ctx *ctx, const bci_kernel *k, unsigned gx, unsigned gy, unsigned gz,
                                        unsigned bx, void *stream, void **params);
 /* The same with `smem` bytes of dynamic shared memory instead of the launch's own (a kernel whose

@@ -2,6 +2,8 @@
  * archive (built by build.sh) -> generate with the embedded generator + compile with NVRTC.
  * Kernels are loaded with cuLibraryLoadData + cuLibraryGetKernel and launched with
  * cuLaunchKernelEx on the caller's stream. */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -168,6 +170,15 @@ typedef struct kcache_entry {
   const bci_kernel *k;
 } kcache_entry;
 static __thread kcache_entry kcache[32];
+
+bc_status bci_kernel_getf(bc_ctx *ctx, const bci_kernel **out, const char *fmt, ...) {
+  char name[128];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(name, sizeof name, fmt, ap);
+  va_end(ap);
+  return bci_kernel_get(ctx, name, out);
+}
 
 bc_status bci_kernel_get(bc_ctx *ctx, const char *name, const bci_kernel **out) {
   CUcontext cu = NULL;

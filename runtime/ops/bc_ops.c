@@ -52,16 +52,6 @@ static bc_status launch_elems(bc_ctx *ctx, bci_sink *sink, const bci_kernel *k, 
                  k->launch.smem, stream, args, nargs);
 }
 
-static bc_status get_kernel(bc_ctx *ctx, const bci_kernel **k, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bc_status get_kernel(bc_ctx *ctx, const bci_kernel **k, const char *fmt, ...) {
-  char name[128];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(name, sizeof name, fmt, ap);
-  va_end(ap);
-  return bci_kernel_get(ctx, name, k);
-}
-
 static int sm_count(bc_ctx *ctx) {
   char arch[16];
   int sms = 0;
@@ -72,7 +62,7 @@ static int sm_count(bc_ctx *ctx) {
 /* the amax kernel over x folded into *amax; zero: set *amax to 0 first (else it accumulates) */
 static bc_status amax_fold(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, int64_t ld, float *amax, int zero, void *stream) {
   const bci_kernel *k;
-  bc_status s = get_kernel(ctx, &k, "bc_amax__%s", bc_dtype_name(x->dtype));
+  bc_status s = bci_kernel_getf(ctx, &k, "bc_amax__%s", bc_dtype_name(x->dtype));
   if (s != BC_OK) return s;
   if (zero && (s = bci_zero32(ctx, sink, amax, 1, stream)) != BC_OK) return s;
   int64_t rows = x->rows, cols = x->cols;
@@ -157,7 +147,7 @@ bc_status bc_amax(bc_ctx *ctx, const bc_tensor *x, float *amax, void *stream) {
 static bc_status scale_launch(bc_ctx *ctx, bci_sink *sink, const bc_format *fmt, const float *amax, float *scale,
                               float *scale_inv, void *stream) {
   const bci_kernel *k;
-  bc_status s = get_kernel(ctx, &k, "bc_scale_%s", fmt->name);
+  bc_status s = bci_kernel_getf(ctx, &k, "bc_scale_%s", fmt->name);
   if (s != BC_OK) return s;
   bci_arg args[] = { BCI_ARG(amax), BCI_ARG(scale), BCI_ARG(scale_inv) };
   return bci_run(ctx, sink, k, 1, 1, 1, 32, 0, stream, args, 3);
@@ -200,8 +190,8 @@ static bc_status cast_launch(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, in
     int64_t full = vec_ok ? cols / vec : 0, c0 = full * vec;
     /* both kernels first, so that a failed compile of one leaves the output untouched */
     const bci_kernel *kv = NULL, *ke = NULL;
-    if (full > 0 && (s = get_kernel(ctx, &kv, "bc_quantize_%s__%s__row", f->name, dt)) != BC_OK) return s;
-    if (c0 < cols && (s = get_kernel(ctx, &ke, "bc_quantize_%s__%s__row_elems", f->name, dt)) != BC_OK) return s;
+    if (full > 0 && (s = bci_kernel_getf(ctx, &kv, "bc_quantize_%s__%s__row", f->name, dt)) != BC_OK) return s;
+    if (c0 < cols && (s = bci_kernel_getf(ctx, &ke, "bc_quantize_%s__%s__row_elems", f->name, dt)) != BC_OK) return s;
     if (kv) {
       bci_arg args[] = { BCI_ARG(in), BCI_ARG(rows), BCI_ARG(cols), BCI_ARG(ld), BCI_ARG(scale), BCI_ARG(out), BCI_ARG(si) };
       s = launch_vec_rows(ctx, sink, "bc_quantize", kv, full, rows, cols, stream, args, 7);
@@ -211,7 +201,7 @@ static bc_status cast_launch(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, in
     bci_arg args[] = { BCI_ARG(in), BCI_ARG(rows), BCI_ARG(cols), BCI_ARG(ld), BCI_ARG(c0), BCI_ARG(scale), BCI_ARG(out), BCI_ARG(si) };
     return launch_elems(ctx, sink, ke, rows, cols, c0, stream, args, 8);
   }
-  s = get_kernel(ctx, &k, "bc_quantize_%s__%s__%s", f->name, dt, q->rowwise_data ? "rowcol" : "col");
+  s = bci_kernel_getf(ctx, &k, "bc_quantize_%s__%s__%s", f->name, dt, q->rowwise_data ? "rowcol" : "col");
   if (s != BC_OK) return s;
   const bci_launch *L = &k->launch;
   int vec_ok = bci_aligned(in, 16) && ld % L->vec == 0 && cols % L->vec == 0 &&
@@ -257,7 +247,7 @@ static bc_status block_cast_launch(bc_ctx *ctx, bci_sink *sink, const char *fn, 
   if (s != BC_OK) return s;
   const bci_kernel *k;
   const char *dirn = q->rowwise_data ? (q->columnwise_data ? "rowcol" : "row") : "col";
-  s = get_kernel(ctx, &k, "bc_quantize_%s__%s__%s", f->name, bc_dtype_name(x->dtype), dirn);
+  s = bci_kernel_getf(ctx, &k, "bc_quantize_%s__%s__%s", f->name, bc_dtype_name(x->dtype), dirn);
   if (s != BC_OK) return s;
   const bci_launch *L = &k->launch;
   int64_t rows = x->rows, cols = x->cols;
@@ -383,7 +373,7 @@ static bc_status block_dequantize(bc_ctx *ctx, bci_sink *sink, const bc_qtensor 
   int out_vec = bci_aligned(out->data, 16) && ((size_t)ld * bc_dtype_size(out->dtype)) % 16 == 0;
   int flat = (!q_vec || !out_vec) && ld == dcols && bci_aligned(data, (size_t)slot_bytes) && bci_aligned(out->data, 16);
   const bci_kernel *k;
-  s = get_kernel(ctx, &k, "bc_dequantize_%s__%s__%s%s", f->name, bc_dtype_name(out->dtype), dir == BC_ROWWISE ? "row" : "col",
+  s = bci_kernel_getf(ctx, &k, "bc_dequantize_%s__%s__%s%s", f->name, bc_dtype_name(out->dtype), dir == BC_ROWWISE ? "row" : "col",
                  flat ? "_flat" : "");
   if (s != BC_OK) return s;
   const bci_launch *L = &k->launch;
@@ -423,7 +413,7 @@ bc_status bci_scale_swizzle(bc_ctx *ctx, bci_sink *sink, const bc_format *fmt, i
   if (a < b + to->scale_bytes && b < a + from->scale_bytes)
     return bci_fail(ctx, BC_ERR_ARG, "%s: src and dst overlap; expected two separate buffers", fn);
   const bci_kernel *k;
-  s = get_kernel(ctx, &k, "bc_swizzle_%s", fmt->name);
+  s = bci_kernel_getf(ctx, &k, "bc_swizzle_%s", fmt->name);
   if (s != BC_OK) return s;
   const bci_launch *L = &k->launch;
   int64_t n = to->sl.prows * to->sl.pcols;
@@ -482,8 +472,8 @@ bc_status bci_dequantize(bc_ctx *ctx, bci_sink *sink, const bc_qtensor *q, bc_di
   int64_t full = vec_ok ? cols / 8 : 0, c0 = full * 8;
   /* both kernels first, so that a failed compile of one leaves the output untouched */
   const bci_kernel *kv = NULL, *ke = NULL;
-  if (full > 0 && (s = get_kernel(ctx, &kv, "bc_dequantize_%s__%s", fn, dt)) != BC_OK) return s;
-  if (c0 < cols && (s = get_kernel(ctx, &ke, "bc_dequantize_%s__%s__elems", fn, dt)) != BC_OK) return s;
+  if (full > 0 && (s = bci_kernel_getf(ctx, &kv, "bc_dequantize_%s__%s", fn, dt)) != BC_OK) return s;
+  if (c0 < cols && (s = bci_kernel_getf(ctx, &ke, "bc_dequantize_%s__%s__elems", fn, dt)) != BC_OK) return s;
   if (kv) {
     bci_arg args[] = { BCI_ARG(data), BCI_ARG(rows), BCI_ARG(cols), BCI_ARG(ld), BCI_ARG(si), BCI_ARG(o) };
     s = launch_vec_rows(ctx, sink, "bc_dequantize", kv, full, rows, cols, stream, args, 6);

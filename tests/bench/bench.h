@@ -64,6 +64,29 @@ static inline double copy_gbs(float *ms) {
   if (ms) *ms = t;
   return 2.0 * (double)c.n / (t * 1e-3) / 1e9;
 }
+/* The weights of a ~1B-parameter transformer (hidden 2048, MLP 4x, 16 layers: qkv [6144, 2048],
+ * proj [2048, 2048], fc1 [8192, 2048], fc2 [2048, 8192] per layer, embedding [50304, 2048]; 0.91B
+ * parameters) into shape[65][2]; returns the number of weights (65) */
+static inline int model_1b(int64_t shape[][2]) {
+  int n = 0;
+  shape[n][0] = 50304, shape[n][1] = 2048, n++;
+  for (int l = 0; l < 16; l++) {
+    const int64_t s4[4][2] = { { 6144, 2048 }, { 2048, 2048 }, { 8192, 2048 }, { 2048, 8192 } };
+    for (int k = 0; k < 4; k++) shape[n][0] = s4[k][0], shape[n][1] = s4[k][1], n++;
+  }
+  return n;
+}
+
+/* ZeRO: the weights laid end to end in one flat buffer, a rank owning [lo, hi) of it. The part of
+ * the weight of n elements that starts at `base` in the buffer: [*a, *b) of the weight (empty:
+ * *a == *b) */
+static inline void zero_part(int64_t lo, int64_t hi, int64_t base, int64_t n, int64_t *a, int64_t *b) {
+  *a = lo > base ? lo - base : 0;
+  *b = hi - base < n ? hi - base : n;
+  if (*a > n) *a = n;
+  if (*b < *a) *b = *a;
+}
+
 /* bf16 inputs: random sign, exponents 2^-16 .. 2^7, random mantissas (xorshift from seed) */
 
 static inline void fill_bf16(uint16_t *h, size_t n, uint64_t seed) {

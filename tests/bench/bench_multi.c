@@ -9,7 +9,7 @@
  * and the sharded cast of the ~1B-parameter model of bench_shard.c (each rank its ZeRO range of
  * the flat fp32 buffer) over the W ranks, one all-reduce included, against the floor of its
  * kernels (bytes at the copy's speed) plus a raw ncclAllReduce of its vector's size.
- * Median of 9 samples of 5 calls (all ranks in step: the collectives synchronize them).
+ * bench.h's timing: median of 9 samples of 10 calls (all ranks in step: the collectives synchronize them).
  *   bench_multi [W]   (default: every GPU, at most 8) */
 #include <errno.h>
 
@@ -17,31 +17,6 @@
 #include "../multi.h"
 
 static bc_ctx *ctx;
-
-typedef int (*call_fn)(void *u);
-
-/* median ms of one call over 9 samples of 5 (the first sample after 2 warm-up calls) */
-static float timed(call_fn fn, void *u) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  for (int i = 0; i < 2; i++)
-    if (fn(u)) return -1;
-  float ms[9];
-  for (int i = 0; i < 9; i++) {
-    CK(cudaEventRecord(a, 0));
-    for (int k = 0; k < 5; k++)
-      if (fn(u)) return -1;
-    CK(cudaEventRecord(b, 0));
-    CK(cudaEventSynchronize(b));
-    CK(cudaEventElapsedTime(&ms[i], a, b));
-    ms[i] /= 5;
-  }
-  qsort(ms, 9, sizeof *ms, cmpf);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return ms[4];
-}
 
 typedef struct job {
   mt_nccl *nc;
@@ -60,19 +35,23 @@ typedef struct job {
   size_t nvec;
 } job;
 
-static int do_nccl_gather(void *u) {
+static int do_nccl_gather(int i, void *u) {
+  (void)i;
   job *j = u;
   return j->nc->allgather(j->send, j->recv, j->bytes, MT_UINT8, j->nccl, NULL) != 0;
 }
-static int do_gather(void *u) {
+static int do_gather(int i, void *u) {
+  (void)i;
   job *j = u;
   return bc_all_gather(ctx, j->comm, &j->x, j->rows, &j->q, NULL) != BC_OK;
 }
-static int do_shard(void *u) {
+static int do_shard(int i, void *u) {
+  (void)i;
   job *j = u;
   return bc_shard_cast(ctx, j->comm, j->n, j->sh, j->qs, NULL) != BC_OK;
 }
-static int do_nccl_allreduce(void *u) {
+static int do_nccl_allreduce(int i, void *u) {
+  (void)i;
   job *j = u;
   return j->nc->allreduce(j->vec, j->vec, j->nvec, 7 /* ncclFloat32 */, 2 /* ncclMax */, j->nccl, NULL) != 0;
 }
@@ -82,6 +61,7 @@ static double busbw(size_t per_rank, int W, float ms) { return (double)per_rank 
 static int rank_main(int rank, int W, const char *dir) {
   CK(cudaSetDevice(rank));
   if (bc_ctx_create(&ctx, NULL, 0) != BC_OK) return 1;
+  reps = 9; /* samples of BATCH calls (bench.h) */
   char path[600];
   snprintf(path, sizeof path, "%s/blockcast.id", dir);
   bc_comm *comm;
@@ -117,7 +97,7 @@ static int rank_main(int rank, int W, const char *dir) {
     job j;
     memset(&j, 0, sizeof j);
     j.nc = &nc, j.nccl = own, j.comm = comm, j.send = x, j.recv = all, j.bytes = per;
-    float bf = timed(do_nccl_gather, &j);
+    float bf = time_median(do_nccl_gather, &j);
     if (rank == 0) printf("| %d MiB | bf16 (ncclAllGather) | %.3f | %.0f | | | 1.00x |\n", mb, bf, busbw(per, W, bf));
     for (int fi = 0; fi < 3; fi++) {
       const bc_format *f;
@@ -130,13 +110,13 @@ static int rank_main(int rank, int W, const char *dir) {
       g.x = (bc_tensor){ x, BC_BF16, M, K, K };
       g.rows = rows;
       g.q = (bc_qtensor){ f, M * W, K, rd, rs, NULL, NULL, am, am + 1, 0, 0, 0, 0 };
-      float q = timed(do_gather, &g);
+      float q = time_median(do_gather, &g);
       uint64_t sent = 0;
       bc_all_gather_bytes(ctx, f, W, rows, K, BC_ROWWISE, 0, &sent); /* every rank the same count (equal rows: the same for all) */
       void *s2 = dmalloc(sent), *r2 = dmalloc(sent * (uint64_t)W);
       job raw = j;
       raw.send = s2, raw.recv = r2, raw.bytes = sent;
-      float rw = timed(do_nccl_gather, &raw);
+      float rw = time_median(do_nccl_gather, &raw);
       if (rank == 0)
         printf("| %d MiB | %s | %.3f | %.0f | %.3f | %+.1f%% | %.2fx |\n", mb, fmts[fi], q, busbw(sent, W, q), rw, 100.0 * (q / rw - 1),
                bf / q);
@@ -152,12 +132,7 @@ static int rank_main(int rank, int W, const char *dir) {
   }
   /* the sharded cast of a ~1B-parameter model, every rank its ZeRO range */
   int64_t shape[65][2];
-  int n = 0;
-  shape[n][0] = 50304, shape[n][1] = 2048, n++;
-  for (int l = 0; l < 16; l++) {
-    int64_t s4[4][2] = { { 6144, 2048 }, { 2048, 2048 }, { 8192, 2048 }, { 2048, 8192 } };
-    for (int k = 0; k < 4; k++) shape[n][0] = s4[k][0], shape[n][1] = s4[k][1], n++;
-  }
+  int n = model_1b(shape);
   int64_t total = 0;
   for (int i = 0; i < n; i++) total += shape[i][0] * shape[i][1];
   const int64_t lo = total / W * rank, hi = rank == W - 1 ? total : total / W * (rank + 1);
@@ -179,9 +154,8 @@ static int rank_main(int rank, int W, const char *dir) {
     int64_t base = 0;
     size_t nvec = 0;
     for (int i = 0; i < n; i++) {
-      int64_t N = shape[i][0] * shape[i][1], a = lo > base ? lo - base : 0, b = hi - base < N ? hi - base : N;
-      if (a > N) a = N;
-      if (b < a) b = a;
+      int64_t N = shape[i][0] * shape[i][1], a, b;
+      zero_part(lo, hi, base, N, &a, &b);
       sh[i] = (bc_shard){ master + (base + a - lo), BC_FP32, a, b - a, 0 };
       qs[i] = (bc_qtensor){ f, shape[i][0], shape[i][1], NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0 };
       for (int d = 0; d < 2; d++) {
@@ -208,10 +182,10 @@ static int rank_main(int rank, int W, const char *dir) {
     memset(&j, 0, sizeof j);
     j.nc = &nc, j.nccl = own, j.comm = comm;
     j.n = n, j.sh = sh, j.qs = qs;
-    float step = timed(do_shard, &j);
+    float step = time_median(do_shard, &j);
     j.vec = dmalloc(nvec * 4), j.nvec = nvec;
     CK(cudaMemset(j.vec, 0, nvec * 4));
-    float ar = timed(do_nccl_allreduce, &j);
+    float ar = time_median(do_nccl_allreduce, &j);
     double floor_ms = bytes / (gbs * 1e9) * 1e3;
     if (rank == 0)
       printf("| %s %s | %.3f | %.3f | %.3f | %.2fx |\n", sf[c], dirs == 3 ? "both" : "rowwise", step, floor_ms, ar, step / (floor_ms + ar));
@@ -230,12 +204,8 @@ static int rank_main(int rank, int W, const char *dir) {
 }
 
 int main(int argc, char **argv) {
-  if (argc > 1 && !strcmp(argv[1], "--count")) {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
-    printf("%d\n", n);
-    return 0;
-  }
+  int cm = mt_count_main(argc, argv);
+  if (cm >= 0) return cm;
   if (argc > 4 && !strcmp(argv[1], "--rank")) return rank_main(atoi(argv[2]), atoi(argv[3]), argv[4]);
   int n = mt_gpu_count(argv[0]);
   int W = argc > 1 ? atoi(argv[1]) : (n < 8 ? n : 8);
@@ -258,11 +228,6 @@ int main(int argc, char **argv) {
     waitpid(pids[r], &st, 0);
     if (!WIFEXITED(st) || WEXITSTATUS(st)) bad = 1;
   }
-  char p1[600], p2[600];
-  snprintf(p1, sizeof p1, "%s/blockcast.id", dir);
-  snprintf(p2, sizeof p2, "%s/own.id", dir);
-  unlink(p1);
-  unlink(p2);
-  rmdir(dir);
+  mt_cleanup(dir);
   return bad;
 }

@@ -74,21 +74,15 @@ int main(int argc, char **argv) {
   if (bc_ctx_create(&ctx, NULL, 0) != BC_OK) return 1;
   reps = 9;
   int64_t shape[NW][2];
-  int n = 0;
-  shape[n][0] = 50304, shape[n][1] = 2048, n++;
-  for (int l = 0; l < 16; l++) {
-    int64_t s4[4][2] = { { 6144, 2048 }, { 2048, 2048 }, { 8192, 2048 }, { 2048, 8192 } };
-    for (int k = 0; k < 4; k++) shape[n][0] = s4[k][0], shape[n][1] = s4[k][1], n++;
-  }
+  int n = model_1b(shape);
   int64_t total = 0;
   for (int i = 0; i < n; i++) total += shape[i][0] * shape[i][1];
   const int64_t lo = total / 8 * rank, hi = rank == 7 ? total : total / 8 * (rank + 1);
   /* the rank's shards: [lo, hi) of the flat buffer, per weight */
   int64_t start[NW], len[NW], held = 0, base = 0, nonempty = 0;
   for (int i = 0; i < n; i++) {
-    int64_t N = shape[i][0] * shape[i][1], a = lo > base ? lo - base : 0, b = hi - base < N ? hi - base : N;
-    if (b < a) b = a;
-    if (a > N) a = b = N;
+    int64_t N = shape[i][0] * shape[i][1], a, b;
+    zero_part(lo, hi, base, N, &a, &b);
     start[i] = a, len[i] = b - a;
     held += len[i];
     nonempty += len[i] > 0;

@@ -135,11 +135,24 @@ _PATHS = {}
 _PATH_NOTES = {}
 
 
+_CAPS = {}
+
+
+def _capability(dev):
+    """The device's compute capability, asked once per device in eager mode (every GEMM needs it)."""
+    if _compiling():
+        return torch.cuda.get_device_capability(dev)
+    c = _CAPS.get(dev)
+    if c is None:
+        c = _CAPS[dev] = torch.cuda.get_device_capability(dev)
+    return c
+
+
 def _scaled_key(qa, da, qb, db, dtype):
     fa, fb = qa.format, qb.format
     if not (qa.data(da).is_cuda and hasattr(torch, "_scaled_mm") and fa.element_bits == 8 and fb.element_bits == 8):
         return None
-    if torch.cuda.get_device_capability(qa.data(da).device) < (8, 9):
+    if _capability(qa.data(da).device) < (8, 9):
         return None
     for q, d in ((qa, da), (qb, db)):
         if d == _COL and not q.format.columnwise_transposed:
@@ -281,7 +294,8 @@ class Linear(nn.Linear):
     def _setup(self, recipe):
         self.recipe = get_recipe(recipe)
         self.sr_seed = next(_seeds)
-        self.sr_counter = torch.zeros(1, dtype=torch.int64)  # stochastic rounding's offset: +1 per backward
+        self.sr_counter = torch.zeros(1, dtype=torch.int64)  # stochastic rounding's offset: +1 per such quantize
+        self._sr = any(op.stochastic_rounding for op in self.recipe.operands())
         self._wcache = None
         if self.recipe.delayed:
             dev = self.weight.device
@@ -343,7 +357,7 @@ class Linear(nn.Linear):
         grad = torch.is_grad_enabled()
         update = self.training and grad and self.recipe.delayed
         # stochastic rounding: every such quantization takes the next offset from the counter
-        counter = self.sr_counter if any(op.stochastic_rounding for op in self.recipe.operands()) else 0
+        counter = self.sr_counter if self._sr else 0
         qw = self._cached_weight(grad and x.requires_grad)
         return _LinearFn.apply(x, self.weight, self.bias, self.amax_history, self.scale, self.scale_inv, self.recipe,
                                qw, amax_comm, grad_amax_comm, update, self.sr_seed, counter)
