@@ -81,7 +81,7 @@ local function plan_common()
   for _, en in ipairs(spec.sorted_keys(registry.elements)) do
     local e = registry.elements[en]
     -- an element with a fast conversion path gets a self-test (all fp32 inputs, all code pairs)
-    if e.hw_cvt or M.f16_place(e) then
+    if e.hw_cvt or M.f16_place(e) or M.via_element(e, 1000) then
       add_kernel({ name = "bc_selftest_cvt_" .. en, family = "selftest_cvt", elem = e, template = "selftest_cvt.cu",
                    tuning = "amax", min_sm = e.hw_cvt and e.hw_cvt.min_sm or nil })
     end
@@ -303,6 +303,42 @@ local function smem_limits(sm)
   return { sm = 48 * 1024, block = 48 * 1024 }
 end
 
+-- Runs of b-bit codes the block kernels keep in 32-bit words: we elements fill wg whole words
+-- (8 bits: 4 in 1; 4: 8 in 1; 6: 16 in 3), e16 elements fill whole 16-byte pieces (16, 32, 64).
+function M.pack_runs(bits)
+  local function gcd(a, b) while b ~= 0 do a, b = b, a % b end return a end
+  local wg = bits // gcd(bits, 32)
+  return { wg = wg, we = 32 * wg // bits, e16 = 128 // gcd(128, bits) }
+end
+
+-- An element without a hardware conversion of its own at sm may be encoded through one that has
+-- it: a signed 8-bit element v with the same mantissa bits and an exponent field at least as wide,
+-- on which every magnitude code c of e (e has no Inf/NaN codes) is a finite code of value
+-- value_e(c) * 2^k, k = bias_e - bias_v. Then rounding x (clamped to +-max_e) times 2^k to v's grid,
+-- nearest even, gives e's code in its low bits: below max_e * 2^k, v's values are e's scaled. Both
+-- checked here code by code, and all 2^32 inputs by 21-gpu-cvt-selftest. Returns v, k or nil.
+function M.via_element(e, sm)
+  if (e.hw_cvt and sm >= e.hw_cvt.min_sm) or not e.signed or e.subnormals == false or #e.nan_codes > 0
+     or #e.inf_codes > 0 or e.bits >= 8 then
+    return nil
+  end
+  for _, vn in ipairs(spec.sorted_keys(registry.elements)) do
+    local v = registry.elements[vn]
+    if v.hw_cvt and sm >= v.hw_cvt.min_sm and v.bits == 8 and v.signed and v.subnormals ~= false
+       and v.mantissa_bits == e.mantissa_bits and v.exponent_bits >= e.exponent_bits then
+      local k, special = e.bias - v.bias, {}
+      for _, c in ipairs(v.nan_codes) do special[c] = true end
+      for _, c in ipairs(v.inf_codes) do special[c] = true end
+      local ok = true
+      for c = 0, (1 << (e.bits - 1)) - 1 do
+        if special[c] or formats.layout_value(v, c) ~= formats.layout_value(e, c) * 2.0 ^ k then ok = false break end
+      end
+      if ok then return v, k end
+    end
+  end
+  return nil
+end
+
 -- The tile of a block quantize kernel: the tuned tile, grown to whole blocks of every direction
 -- it writes (rowwise 1xN: N columns; columnwise Nx1: N rows; 2D NxN: both).
 local function block_tile(k, t)
@@ -320,7 +356,11 @@ local function block_tile(k, t)
   end
   -- a tile column's codes are whole 16-byte pieces (staged, then stored by 16 bytes)
   if k.columnwise then
-    while tr < 128 // k.format.elem.bits do tr = tr * 2 end
+    while tr < M.pack_runs(k.format.elem.bits).e16 do tr = tr * 2 end
+  end
+  -- a rowwise run's codes are whole 16-byte pieces too
+  if k.rowwise then
+    while tc < M.pack_runs(k.format.elem.bits).e16 do tc = tc * 2 end
   end
   return tr, tc
 end
@@ -329,7 +369,7 @@ end
 -- word of codes per column at least, more when the tile has more (column pair, row run) tasks than
 -- threads.
 local function block_col_rows(k, tr, tc, threads)
-  local h = 32 // k.format.elem.bits
+  local h = M.pack_runs(k.format.elem.bits).we
   while (tc // 2) * (tr // h) > threads and h < tr do h = h * 2 end
   if (tc // 2) * (tr // h) > threads then
     spec.fail(string.format("tuning quantize_block: %d threads cannot hold the %d column pairs of a %dx%d tile; " ..
@@ -441,11 +481,18 @@ local function element_defines(e, sm, defs, prefix)
   if prefix ~= "BC_ELEM" then return "none" end
   local hw = e.hw_cvt and sm >= e.hw_cvt.min_sm
   defs[#defs + 1] = string.format("#define %-28s %s", "BC_ELEM_HW_CVT", hw and "1" or "0")
+  -- encode through a wider element's hardware conversion (M.via_element)
+  local via, vk = M.via_element(e, sm)
+  defs[#defs + 1] = string.format("#define %-28s %s", "BC_ELEM_VIA", via and "1" or "0")
+  if via then
+    defs[#defs + 1] = string.format("#define %-28s %s", "BC_ELEM_VIA_SCALE", render.cfloat(2.0 ^ vk))
+    defs[#defs + 1] = string.format("// BC_ELEM_VIA: through %s (%s), scaled by 2^%d", via.name, via.hw_cvt.ptx, vk)
+  end
   -- every value of the element is an fp16 value: decode may go through cvt.rn.f16x2.<ptx>
   local f16_exact = e.mantissa_bits <= 10 and 1 - e.bias - e.mantissa_bits >= -24 and e.max_finite <= 65504
   defs[#defs + 1] = string.format("#define %-28s %s", "BC_ELEM_F16_EXACT", f16_exact and "1" or "0")
   defs[#defs + 1] = string.format("#define %-28s %s", "BC_ELEM_F16_PLACE", M.f16_place(e) and "1" or "0")
-  return hw and e.hw_cvt.ptx or "none"
+  return hw and e.hw_cvt.ptx or via and via.hw_cvt.ptx or "none"
 end
 
 -- The CUDA C source of kernel `name` for `arch`.
@@ -535,6 +582,15 @@ function M.generate(name, arch)
       d("BC_TWO_LEVEL_NUM", render.cfloat(f.selem.max_finite * e.max_finite))
     end
     d("BC_PACK_HIGH_FIRST", f.packing == "high_first" and "1" or "0")
+    -- packing group (gen/formats.lua: pack_group) and word runs (M.pack_runs)
+    local pr = M.pack_runs(e.bits)
+    d("BC_PACK_GE", render.cint(f.pack_group_elems))
+    d("BC_PACK_GB", render.cint(f.pack_group_bytes))
+    d("BC_PACK_WE", render.cint(pr.we))
+    d("BC_PACK_WG", render.cint(pr.wg))
+    d("BC_PACK_E16", render.cint(pr.e16))
+    -- a NaN input marks its block: the scale entry is the scale type's NaN (nan_policy)
+    d("BC_NAN_SCALE", f.nan_policy == "scale_nan" and "1" or "0")
     d("BC_SR_ALLOWED", f.stochastic_rounding and "1" or "0")
     d("BC_COL_TRANSPOSED", (f.columnwise and f.columnwise.layout == "transposed") and "1" or "0")
     if k.family == "quantize" then

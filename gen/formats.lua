@@ -178,6 +178,7 @@ M.format_schema = {
       },
     },
     packing     = { type = "string", enum = { "low_first", "high_first" } },
+    nan_policy  = { type = "string", enum = { "satfinite", "scale_nan" } },
     stochastic_rounding = { type = "boolean", default = false },
     rowwise     = direction({ "rowmajor" }),
     columnwise  = direction({ "transposed", "rowmajor" }),
@@ -185,6 +186,18 @@ M.format_schema = {
 }
 
 local function is_pow2(n) return n > 0 and n & (n - 1) == 0 end
+
+-- The packing group of b-bit elements: the fewest whole bytes that hold whole elements, and how
+-- many elements that is (8 bits: 1 byte, 1 element; 4: 1 byte, 2; 6: 3 bytes, 4; 2: 1 byte, 4).
+-- A data row is a sequence of groups; within a group (its bytes read as a little-endian integer)
+-- element k sits at bits [k b, (k + 1) b) ("low_first") or [(n - 1 - k) b, (n - k) b)
+-- ("high_first"). runtime/ref/bc_ref_block.c and templates/common.cuh (bc_code_pos) follow it.
+function M.pack_group(bits)
+  local a, b = bits, 8
+  while b ~= 0 do a, b = b, a % b end
+  local bytes = bits // a  -- lcm(bits, 8) / 8
+  return bytes, 8 * bytes // bits
+end
 
 -- The checks that need more than one field of a block-scaled format.
 local function check_block(f, e, src, elements)
@@ -232,22 +245,27 @@ local function check_block(f, e, src, elements)
       end
     end
   end
-  if e.bits ~= 8 and e.bits ~= 4 then
-    fail(string.format("%s: field 'element': %d-bit elements (%s) are not supported by this version of the block kernels; expected an 8-bit or 4-bit element",
+  -- packing: the elements of a data row in groups of whole bytes (M.pack_group)
+  if e.bits ~= 8 and e.bits ~= 6 and e.bits ~= 4 then
+    fail(string.format("%s: field 'element': %d-bit elements (%s) are not supported by the block kernels; expected an element of " ..
+      "8, 6 or 4 bits (the widths they are tested with; their code runs are whole 16-byte pieces of at most 64 elements)",
       where(src, "element"), e.bits, e.name))
   end
+  f.pack_group_bytes, f.pack_group_elems = M.pack_group(e.bits)
   if e.bits == 8 and f.packing then
     field_fail(src, "packing", "nothing for 8-bit elements (packing orders sub-byte elements)", describe(f.packing))
   end
   if e.bits < 8 then
     if not f.packing then
-      fail(string.format("%s: field 'packing' is needed for %d-bit elements: \"low_first\" (element 2j in the low nibble) or \"high_first\"",
-        where(src, nil), e.bits))
+      fail(string.format("%s: field 'packing' is needed for %d-bit elements: \"low_first\" (element k of each group of %d elements " ..
+        "in %d byte(s), read as a little-endian integer, at bits [%dk, %dk + %d)) or \"high_first\" (the group's elements in the " ..
+        "opposite order)", where(src, nil), e.bits, f.pack_group_elems, f.pack_group_bytes, e.bits, e.bits, e.bits))
     end
     if f.columnwise and f.columnwise.layout ~= "transposed" then
       field_fail(src, "columnwise.layout", "\"transposed\" (sub-byte columnwise data is stored K-major)", describe(f.columnwise.layout))
     end
   end
+  f.nan_policy = f.nan_policy or "satfinite"
 end
 
 -- Validate a format spec against the schema and the known elements.
@@ -269,7 +287,7 @@ function M.load_format(file, text, elements)
     if e.bits ~= 8 then
       field_fail(src, "element", "an 8-bit element for a per-tensor format", string.format("%s (%d bits)", e.name, e.bits))
     end
-    for _, k in ipairs({ "packing", "stochastic_rounding" }) do
+    for _, k in ipairs({ "packing", "stochastic_rounding", "nan_policy" }) do
       if f[k] then field_fail(src, k, "nothing for a per-tensor format (it is a block-format option)", describe(f[k])) end
     end
     for _, d in ipairs({ "rowwise", "columnwise" }) do

@@ -42,6 +42,27 @@ e2m1 = {
   nan_encode = 0x7,
 }
 
+-- FP6 (OCP Microscaling v1.0, MXFP6 data): no Inf, no NaN, saturating. A NaN input is written as
+-- the largest finite code (+max) unless the format's nan_policy marks the block. sm_100a has
+-- hardware conversions (cvt.rn.satfinite.{e3m2x2,e2m3x2}.f32); on sm_89+ the generator encodes
+-- them through the e5m2 / e4m3 conversion of the input scaled by 2^(bias - 15) / 2^(bias - 7),
+-- whose codes are theirs (gen/blockcast.lua: via_element, proven by 21-gpu-cvt-selftest).
+-- E3M2: values up to 28, subnormal step 1/16.
+e3m2 = {
+  bits = 6, exponent_bits = 3, mantissa_bits = 2, bias = 3, signed = true,
+  max_finite = 28,
+  inf_codes = {},
+  nan_codes = {},
+}
+
+-- E2M3: values up to 7.5, subnormal step 1/8.
+e2m3 = {
+  bits = 6, exponent_bits = 2, mantissa_bits = 3, bias = 1, signed = true,
+  max_finite = 7.5,
+  inf_codes = {},
+  nan_codes = {},
+}
+
 -- E8M0 (OCP MX block scale): 2^(code - 127), code 0 is 2^-127 (no zero, no subnormals), 0xFF NaN.
 -- Encoded by the scale rules (rceil, floor), not by round-to-nearest.
 e8m0 = {

@@ -273,20 +273,32 @@ BC_ELEM_TRAITS(bc_selem, BC_SELEM)
 #endif
 
 #ifdef BC_ELEM_BITS
-// Two codes, a in bits 0..7 and b in bits 8..15.
+// Two codes, a in bits [0, BITS) and b in bits [BITS, 2 BITS).
 static __device__ __forceinline__ u32 bc_encode2(float a, float b) {
 #if BC_ELEM_HW_CVT
   u16 d;
   asm("cvt.rn.satfinite.${ELEM_PTX}.f32 %0, %1, %2;" : "=h"(d) : "f"(b), "f"(a));
   return (u32)d;
+#elif BC_ELEM_VIA
+  // through the wider element's conversion (gen/blockcast.lua: via_element): clamped to +-max
+  // (NaN -> +max, -0 stays -0), times 2^k (exact: a result below fp32's normals would round to
+  // code 0 either way), converted; e's code is the magnitude's low BITS - 1 bits and the sign
+  const float m = BC_ELEM_MAX_FINITE;
+  a = __fmul_rn(fmaxf(fminf(a, m), -m), BC_ELEM_VIA_SCALE);
+  b = __fmul_rn(fmaxf(fminf(b, m), -m), BC_ELEM_VIA_SCALE);
+  u16 h;
+  asm("cvt.rn.satfinite.${ELEM_PTX}.f32 %0, %1, %2;" : "=h"(h) : "f"(b), "f"(a));
+  const u32 d = h, mag = (1u << (BC_ELEM_BITS - 1)) - 1u;
+  return (d & mag) | ((d >> 7) & 1u) << (BC_ELEM_BITS - 1) | ((d >> 8) & mag) << BC_ELEM_BITS |
+         (d >> 15) << (2 * BC_ELEM_BITS - 1);
 #else
-  return bc_encode_generic(a) | (bc_encode_generic(b) << 8);
+  return bc_encode_generic(a) | (bc_encode_generic(b) << BC_ELEM_BITS);
 #endif
 }
 
 static __device__ __forceinline__ u32 bc_encode1(float a) {
-#if BC_ELEM_HW_CVT
-  return bc_encode2(a, 0.0f) & 0xFFu;
+#if BC_ELEM_HW_CVT || BC_ELEM_VIA
+  return bc_encode2(a, 0.0f) & ((1u << BC_ELEM_BITS) - 1u);
 #else
   return bc_encode_generic(a);
 #endif
@@ -339,6 +351,51 @@ static __device__ __forceinline__ void bc_encode_vec16(uint4 v, float scale, u32
 #undef BC_PTX_ENC2
 
 static __device__ __forceinline__ float bc_decode(u32 c) { return bc_decode_t<bc_elem>(c); }
+
+#ifdef BC_PACK_GE
+// Packing (gen/formats.lua: pack_group): a data row is groups of BC_PACK_GE elements in BC_PACK_GB
+// bytes; in a group read as a little-endian integer, element k is at bits [k BITS, (k + 1) BITS)
+// (low_first) or [(GE - 1 - k) BITS, (GE - k) BITS) (high_first). In a stream of 32-bit words that
+// starts at a group (element 0 in the low bits of word 0), the bit position of element j:
+static __device__ __forceinline__ int bc_code_pos(int j) {
+  const int k = j % BC_PACK_GE;
+  return (j / BC_PACK_GE) * (8 * BC_PACK_GB) + BC_ELEM_BITS * (BC_PACK_HIGH_FIRST ? BC_PACK_GE - 1 - k : k);
+}
+// OR the N-bit value q into the words w at bit pos (it may straddle two words). The index is
+// resolved by unrolled compares, so a runtime pos keeps w in registers.
+template <int NW, int N>
+static __device__ __forceinline__ void bc_put_bits(u32 (&w)[NW], int pos, u32 q) {
+#pragma unroll
+  for (int i = 0; i < NW; i++) {
+    const int s = pos - 32 * i;
+    if (s >= 0 && s < 32) w[i] |= q << s;
+    else if (s < 0 && s > -N) w[i] |= q >> -s;
+  }
+}
+// The N bits at bit pos of the words w.
+template <int NW, int N>
+static __device__ __forceinline__ u32 bc_get_bits(const u32 (&w)[NW], int pos) {
+  u32 v = 0u;
+#pragma unroll
+  for (int i = 0; i < NW; i++) {
+    const int s = pos - 32 * i;
+    if (s >= 0 && s < 32) v |= w[i] >> s;
+    else if (s < 0 && s > -N) v |= w[i] << -s;
+  }
+  return v & ((1u << N) - 1u);
+}
+// The codes of elements j, j + 1 (j even: in one group when a group holds two or more) as a pair,
+// element j in the low bits, and back.
+static __device__ __forceinline__ int bc_pair_pos(int j) { return bc_code_pos(BC_PACK_HIGH_FIRST && BC_PACK_GE > 1 ? j + 1 : j); }
+static __device__ __forceinline__ u32 bc_pair_order(u32 p) {
+#if BC_PACK_HIGH_FIRST && BC_PACK_GE > 1
+  const u32 m = (1u << BC_ELEM_BITS) - 1u;
+  return ((p >> BC_ELEM_BITS) & m) | ((p & m) << BC_ELEM_BITS);
+#else
+  return p;
+#endif
+}
+#endif
 
 // Two codes (a in bits [0, BITS), b in [BITS, 2 BITS); higher bits ignored) to fp32. Fast paths,
 // both exact and checked against bc_decode for every pair by 21-gpu-cvt-selftest:
@@ -623,6 +680,13 @@ static __device__ __forceinline__ float bc_e8m0_dec(u32 e) {
 static __device__ __forceinline__ bc_bscale bc_block_scale(float amax, const bc_tensor_scale &ts) {
   bc_bscale s;
 #if BC_RULE == 0
+#if BC_NAN_SCALE
+  if (amax != amax) {  // nan_policy "scale_nan": the block is marked, scale_inv NaN
+    s.enc = __uint_as_float(0x7FFFFFFFu);
+    s.stored = 0x7FFFFFFFu;
+    return s;
+  }
+#endif
   // fp32: scale_from_amax, an Inf scale -> BC_SCALE_INF_VALUE
   const float sc = bc_scale_from_amax(amax, BC_SCALE_INF_VALUE);
   s.enc = sc;
@@ -652,6 +716,9 @@ static __device__ __forceinline__ bc_bscale bc_block_scale(float amax, const bc_
   float fs = bc_decode_t<bc_selem>(code);
   s.stored = code;
   s.enc = fminf(__fdiv_rn(1.0f, __fmul_rn(fs, ts.dec)), BC_FLT_MAX);
+#if BC_NAN_SCALE
+  if (fs != fs) s.enc = fs;  // a marked block (its amax NaN): elements from x * NaN, as the other rules
+#endif
 #endif
   return s;
 }

@@ -1,8 +1,8 @@
 // templates/dequantize_block.cu: block-scaled dequantize of one direction (BC_DEQ_ROWWISE or
 // columnwise), every block format:
 //   out[dr, dc] = dtype(decode(q[dr, dc]) * scale)         (two-level: (q * s) * S_dec)
-// q is the stored data matrix [drows, dcols] (4-bit elements two per byte, nibble order from
-// the spec); out has the same shape with row stride ld. The view (whose rows hold the blocks) is
+// q is the stored data matrix [drows, dcols] (sub-byte elements packed as the spec says:
+// common.cuh, bc_code_pos); out has the same shape with row stride ld. The view (whose rows hold the blocks) is
 // the data itself (BC_DATA_IS_VIEW) or its transpose (MXFP8 columnwise); the element's block in
 // the view is BC_VBR x BC_VBC and its scale entry is found through the scale layout bc_sl.
 //
@@ -26,6 +26,10 @@
 #define BC_SLOT 8
 #define BC_SLOT_BYTES (BC_SLOT * BC_ELEM_BITS / 8)
 #define BC_SLOT_WORDS ((BC_SLOT_BYTES + 3) / 4)
+#define BC_SLOT_UNIT (BC_SLOT_BYTES & -BC_SLOT_BYTES)      /* a slot's loads: 8, 4, 2 bytes (6 bits: 3 x 2) */
+#if BC_SLOT % BC_PACK_GE
+#error "a slot must hold whole packing groups"
+#endif
 #if BC_DATA_IS_VIEW && BC_VBC >= BC_SLOT && BC_VBC % BC_SLOT == 0
 #define BC_SLOT_SCALES 1 /* the slot lies in one block */
 #else
@@ -56,22 +60,29 @@ static __device__ __forceinline__ float bc_dq_value(float decoded, float factor,
 }
 
 // Codes j and j + 1 of a slot (j even) as one pair for bc_decode2: element j in the low bits.
+// (j is a compile-time constant: the word index and the straddle test fold away.)
 static __device__ __forceinline__ u32 bc_dq_pair(const u32 *w, int j) {
-  u32 p = w[(j * BC_ELEM_BITS) >> 5] >> ((j * BC_ELEM_BITS) & 31);
-#if BC_ELEM_BITS == 4 && BC_PACK_HIGH_FIRST
-  p = ((p >> 4) & 0xFu) | ((p & 0xFu) << 4);
-#endif
-  return p;
+  const int pos = bc_pair_pos(j);
+  u32 p = w[pos >> 5] >> (pos & 31);
+  if ((pos & 31) + 2 * BC_ELEM_BITS > 32) p |= w[(pos >> 5) + 1] << (32 - (pos & 31));
+  return bc_pair_order(p);  // bits above the pair are ignored by bc_decode2
 }
 
-// One aligned vector load of a slot's codes (src 8- or 4-byte aligned).
+// Aligned loads of a slot's codes (src BC_SLOT_UNIT-byte aligned): one 8- or 4-byte vector, or
+// 2-byte pieces.
 static __device__ __forceinline__ void bc_dq_load_slot(const u8 *__restrict__ src, u32 *w) {
 #if BC_SLOT_BYTES == 8
   const uint2 v = *(const uint2 *)src;
   w[0] = v.x;
   w[1] = v.y;
-#else
+#elif BC_SLOT_BYTES == 4
   w[0] = *(const u32 *)src;
+#else
+#pragma unroll
+  for (int i = 0; i < BC_SLOT_WORDS; i++) w[i] = 0u;
+#pragma unroll
+  for (int i = 0; i < BC_SLOT_BYTES / BC_SLOT_UNIT; i++)
+    w[(i * BC_SLOT_UNIT) >> 2] |= (u32)((const u16 *)src)[i] << (8 * ((i * BC_SLOT_UNIT) & 3));
 #endif
 }
 
@@ -163,10 +174,13 @@ static __device__ __forceinline__ void bc_dq_store_vec(BC_DTYPE_T *__restrict__ 
 // Code qi of q, dequantized with scale bits sb into out[oi] (element-wise paths).
 static __device__ __forceinline__ void bc_dq_one(const u8 *__restrict__ q, i64 qi, BC_DTYPE_T *__restrict__ out, i64 oi,
                                                  u32 sb, const bc_tensor_scale &ts) {
-  u32 c = q[qi * BC_ELEM_BITS / 8];
-#if BC_ELEM_BITS == 4
-  c = (c >> (4 * ((qi & 1) ^ BC_PACK_HIGH_FIRST))) & 0xFu;
-#endif
+  // its bit in the stream of packing groups (a group starts every row: rows hold whole groups)
+  const i64 k = qi % BC_PACK_GE;
+  const i64 bit = (qi / BC_PACK_GE) * (8 * BC_PACK_GB) + BC_ELEM_BITS * (BC_PACK_HIGH_FIRST ? BC_PACK_GE - 1 - k : k);
+  const int sh = (int)(bit & 7);
+  u32 c = q[bit >> 3];
+  if (sh + BC_ELEM_BITS > 8) c |= (u32)q[(bit >> 3) + 1] << 8;
+  c = (c >> sh) & ((1u << BC_ELEM_BITS) - 1u);
   float a, unused;
   bc_decode2(c, &a, &unused);
   bc_store_hp(out, oi, bc_dq_value(a, bc_scale_dec(sb), ts));

@@ -1,7 +1,8 @@
 // templates/quantize_block.cu: block-scaled quantize, every block format, rowwise and/or
 // columnwise output from one read of the input. What differs between formats comes from the
 // spec as constants: the block shape (BC_BR x BC_BC rowwise; columnwise BC_CBR x 1, or the same
-// 2D block when BC_2D), the element (BC_ELEM_*, 8 or 4 bits, nibble order), the scale rule
+// 2D block when BC_2D), the element (BC_ELEM_*, 2 to 8 bits) and its packing (BC_PACK_*,
+// common.cuh: bc_code_pos), the scale rule
 // (BC_RULE, bc_block_scale), the columnwise data layout (BC_COL_TRANSPOSED) and the scale
 // layouts (bc_sl, from the host).
 //
@@ -32,8 +33,8 @@
 #define BC_TS (BC_TC * BC_S + 16)                          /* staged row stride, bytes */
 #define BC_VPR (BC_TC * BC_S / 16)                         /* vectors per tile row */
 #define BC_NLOAD (BC_TR * BC_VPR / BC_THREADS)             /* vectors per thread */
-#define BC_OUT_ELEMS (128 / BC_ELEM_BITS)                  /* elements in 16 output bytes */
-/* rowwise run: 16 output bytes, 32 elements of a 16-bit input (fewer per-run costs) */
+#define BC_OUT_ELEMS BC_PACK_E16                           /* elements in whole 16-byte pieces */
+/* rowwise run: 16 output bytes (48 for 6 bits), 32 elements of a 16-bit input (fewer per-run costs) */
 #define BC_RUN_R (BC_S <= 2 && BC_OUT_ELEMS < 32 ? 32 : BC_OUT_ELEMS)
 #define BC_RUN_BYTES (BC_RUN_R * BC_ELEM_BITS / 8)
 #define BC_NV_R (BC_RUN_R * BC_S / 16)                     /* input vectors of a rowwise run */
@@ -65,9 +66,25 @@
 #if (BC_TR * BC_VPR) % BC_THREADS || (BC_ROWWISE && BC_TC % BC_RUN_R) || (BC_COLUMNWISE && BC_TR % BC_CH) || \
     (BC_2D && (BC_TR % BC_BR || BC_TC % BC_BC)) || (BC_COLUMNWISE && BC_CTASKS > BC_THREADS) ||                 \
     (BC_COLUMNWISE && (BC_CH % 2 || (BC_CSHARE > 1 && BC_TR % BC_CBR))) ||                                          \
-    (BC_COLUMNWISE && BC_COL_TRANSPOSED && (BC_CW < 1 || BC_OB % 16 || BC_TC * BC_CSTRIDE > BC_TR * BC_TS))
+    (BC_COLUMNWISE && BC_COL_TRANSPOSED && (BC_CW < 1 || BC_OB % 16 || BC_TC * BC_CSTRIDE > BC_TR * BC_TS)) ||   \
+    (BC_COLUMNWISE && BC_CH % BC_PACK_WE) || (BC_ROWWISE && BC_RUN_BYTES % (4 * BC_PACK_WG))
 #error "tile does not hold whole blocks, loads or column tasks (gen/blockcast.lua: block_tile, block_col_rows)"
 #endif
+
+// Block amaxes ignore NaN as fmaxf does; under nan_policy "scale_nan" (BC_NAN_SCALE) a NaN
+// propagates to its block's amax, whose scale entry becomes the scale type's NaN code.
+#if BC_NAN_SCALE && BC_ARCH < 80
+#error "nan_policy \"scale_nan\" needs sm_80 or newer (max.NaN)"
+#endif
+static __device__ __forceinline__ float bc_bmax(float a, float b) {
+#if BC_NAN_SCALE
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+#else
+  return fmaxf(a, b);
+#endif
+}
 
 // ---- two adjacent input elements of one row (a column pair), as raw bits
 #if BC_S == 4
@@ -78,8 +95,8 @@ static __device__ __forceinline__ float bc_pw_lo(bc_pw v) { return __uint_as_flo
 static __device__ __forceinline__ float bc_pw_hi(bc_pw v) { return __uint_as_float(v.y); }
 // m (absolute values so far) and |v|, element-wise max; NaN ignored
 static __device__ __forceinline__ bc_pw bc_pw_absmax(bc_pw m, bc_pw v) {
-  return make_uint2(__float_as_uint(fmaxf(__uint_as_float(m.x), fabsf(__uint_as_float(v.x)))),
-                    __float_as_uint(fmaxf(__uint_as_float(m.y), fabsf(__uint_as_float(v.y)))));
+  return make_uint2(__float_as_uint(bc_bmax(__uint_as_float(m.x), fabsf(__uint_as_float(v.x)))),
+                    __float_as_uint(bc_bmax(__uint_as_float(m.y), fabsf(__uint_as_float(v.y)))));
 }
 static __device__ __forceinline__ bc_pw bc_pw_absmax16(bc_pw m, uint4 u) {
   return bc_pw_absmax(bc_pw_absmax(m, make_uint2(u.x, u.y)), make_uint2(u.z, u.w));
@@ -97,7 +114,11 @@ static __device__ __forceinline__ float bc_pw_hi(bc_pw v) { return bc_f32_from_f
 #endif
 static __device__ __forceinline__ bc_pw bc_pw_absmax(bc_pw m, bc_pw v) {
   v &= 0x7FFF7FFFu;
-#if BC_ARCH >= 80 && BC_DTYPE == 1
+#if BC_ARCH >= 80 && BC_DTYPE == 1 && BC_NAN_SCALE
+  asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(m) : "r"(m), "r"(v));
+#elif BC_ARCH >= 80 && BC_NAN_SCALE
+  asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(m) : "r"(m), "r"(v));
+#elif BC_ARCH >= 80 && BC_DTYPE == 1
   asm("max.bf16x2 %0, %1, %2;" : "=r"(m) : "r"(m), "r"(v));
 #elif BC_ARCH >= 80
   asm("max.f16x2 %0, %1, %2;" : "=r"(m) : "r"(m), "r"(v));
@@ -115,27 +136,19 @@ static __device__ __forceinline__ bc_pw bc_pw_absmax16(bc_pw m, uint4 u) {
   return bc_pw_absmax(bc_pw_absmax(bc_pw_absmax(bc_pw_absmax(m, u.x), u.y), u.z), u.w);
 }
 #endif
-static __device__ __forceinline__ float bc_pw_max(bc_pw m) { return fmaxf(bc_pw_lo(m), bc_pw_hi(m)); }
+static __device__ __forceinline__ float bc_pw_max(bc_pw m) { return bc_bmax(bc_pw_lo(m), bc_pw_hi(m)); }
 
-// Put code q of element j of a run into the packed words w (8-bit: four codes per word, element 0
-// in the low byte; 4-bit: eight per word in the spec's nibble order).
-static __device__ __forceinline__ void bc_pack_code(u32 *w, int j, u32 q) {
-#if BC_ELEM_BITS == 8
-  w[j >> 2] |= q << (8 * (j & 3));
-#else
-  const int nib = BC_PACK_HIGH_FIRST ? (j ^ 1) : j;
-  w[nib >> 3] |= q << (4 * (nib & 7));
-#endif
+// OR the n-bit value q into the packed words w at bit pos; pos is a compile-time constant in the
+// unrolled loops that call this, so the word index and the straddle test fold away.
+static __device__ __forceinline__ void bc_put_at(u32 *w, int pos, u32 q, int n) {
+  w[pos >> 5] |= q << (pos & 31);
+  if ((pos & 31) + n > 32) w[(pos >> 5) + 1] |= q >> (32 - (pos & 31));
 }
 
-// Codes of elements j, j + 1 of a run (j even) into w: one hardware pair conversion for 8 bits.
+// Codes of elements j, j + 1 of a run (j even) into the packed words w (common.cuh: bc_code_pos),
+// one pair conversion (hardware for 8 bits and for elements encoded through one).
 static __device__ __forceinline__ void bc_pack_pair(u32 *w, int j, float a, float b) {
-#if BC_ELEM_BITS == 8
-  w[j >> 2] |= bc_encode2(a, b) << (8 * (j & 3));
-#else
-  bc_pack_code(w, j, bc_encode1(a));
-  bc_pack_code(w, j + 1, bc_encode1(b));
-#endif
+  bc_put_at(w, bc_pair_pos(j), bc_pair_order(bc_encode2(a, b)), 2 * BC_ELEM_BITS);
 }
 
 #if BC_2D
@@ -176,11 +189,6 @@ static __device__ __forceinline__ float bc_staged(const u8 *tile, int tr, int tc
 #else
   return bc_f32_from_f16(*p);
 #endif
-}
-
-// Bit position of code j (0 .. 32 / bits - 1) in its packed word.
-static __device__ __forceinline__ int bc_code_pos(int j) {
-  return BC_ELEM_BITS * (BC_ELEM_BITS == 4 && BC_PACK_HIGH_FIRST ? (j ^ 1) : j);
 }
 
 static __device__ __forceinline__ u32 bc_encode_one(float v, int sr, bc_rng &rng, u64 e) {
@@ -346,8 +354,8 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
       float m = bc_pw_max(bc_pw_absmax16(bc_pw_zero(), v[k]));
 #pragma unroll
       for (int o = 1; o < 32; o <<= 1)
-        if (bc_lane_bit_in_block(o)) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
-      if (m > 0.0f && bc_block_leader(tid))
+        if (bc_lane_bit_in_block(o)) m = bc_bmax(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+      if ((BC_NAN_SCALE ? !(m <= 0.0f) : m > 0.0f) && bc_block_leader(tid))  // a NaN too under BC_NAN_SCALE
         atomicMax((unsigned int *)&bmax[(tr / BC_BR) * BC_BMAX_COLS + (vcol * BC_VE) / BC_BC], __float_as_uint(m));
 #endif
     }
@@ -387,7 +395,7 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
         for (int k = 0; k < nvb; k++) mm = bc_pw_absmax16(mm, v[b * nvb + k]);
         m = bc_pw_max(mm);
 #pragma unroll
-        for (int o = 1; o < BC_LANES_R; o <<= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+        for (int o = 1; o < BC_LANES_R; o <<= 1) m = bc_bmax(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
 #endif
         const bc_bscale s = bc_block_scale(m, ts);
         enc[b] = s.enc;
@@ -402,19 +410,22 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
       for (int k = 0; k < BC_RUN_BYTES / 4; k++) w[k] = 0u;
 #if BC_SR_ALLOWED
       if (sr) {
-        // one word of codes at a time, element by element (rolled: Philox is large)
-        constexpr int per = 32 / BC_ELEM_BITS;
+        // one run of whole words (BC_PACK_WE codes in BC_PACK_WG words) at a time, element by
+        // element (rolled: Philox is large)
 #pragma unroll
-        for (int wi = 0; wi < BC_RUN_BYTES / 4; wi++) {
-          const float e = enc[BC_NBLK_R == 1 ? 0 : (wi * per) / BC_BC];
-          u32 acc = 0u;
+        for (int g = 0; g < BC_RUN_BYTES / 4 / BC_PACK_WG; g++) {
+          const float e = enc[BC_NBLK_R == 1 ? 0 : (g * BC_PACK_WE) / BC_BC];
+          u32 acc[BC_PACK_WG];
+#pragma unroll
+          for (int i = 0; i < BC_PACK_WG; i++) acc[i] = 0u;
 #pragma unroll 1
-          for (int j = 0; j < per; j++) {
-            const int jj = wi * per + j;
+          for (int j = 0; j < BC_PACK_WE; j++) {
+            const int jj = g * BC_PACK_WE + j;
             const float y = __fmul_rn(bc_staged(tile, tr, tc0 + jj), e);
-            acc |= bc_encode_one(y, 1, rng, (u64)(r * cols + c + jj)) << bc_code_pos(j);
+            bc_put_bits<BC_PACK_WG, BC_ELEM_BITS>(acc, bc_code_pos(j), bc_encode_one(y, 1, rng, (u64)(r * cols + c + jj)));
           }
-          w[wi] = acc;
+#pragma unroll
+          for (int i = 0; i < BC_PACK_WG; i++) w[g * BC_PACK_WG + i] = acc[i];
         }
       } else
 #endif
@@ -525,21 +536,23 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
     if (tlive) {
 #if BC_SR_ALLOWED
       if (sr) {
-        // one word of codes at a time, element by element (rolled: Philox is large)
-        constexpr int per = 32 / BC_ELEM_BITS;
+        // one run of whole words at a time, element by element (rolled: Philox is large)
 #pragma unroll
         for (int k = 0; k < 2; k++)
 #pragma unroll
-          for (int wi = 0; wi < BC_CW; wi++) {
-            const float e = k ? e1[(wi * per) / BC_CBH] : e0[(wi * per) / BC_CBH];
-            u32 acc = 0u;
+          for (int g = 0; g < BC_CW / BC_PACK_WG; g++) {
+            const float e = k ? e1[(g * BC_PACK_WE) / BC_CBH] : e0[(g * BC_PACK_WE) / BC_CBH];
+            u32 acc[BC_PACK_WG];
+#pragma unroll
+            for (int i = 0; i < BC_PACK_WG; i++) acc[i] = 0u;
 #pragma unroll 1
-            for (int j = 0; j < per; j++) {
-              const int i = wi * per + j;
+            for (int j = 0; j < BC_PACK_WE; j++) {
+              const int i = g * BC_PACK_WE + j;
               const float y = __fmul_rn(bc_staged(tile, tr0 + i, tc + k), e);
-              acc |= bc_encode_one(y, 1, rng, (u64)(rows * cols + (c + k) * rows + r + i)) << bc_code_pos(j);
+              bc_put_bits<BC_PACK_WG, BC_ELEM_BITS>(acc, bc_code_pos(j), bc_encode_one(y, 1, rng, (u64)(rows * cols + (c + k) * rows + r + i)));
             }
-            w[k][wi] = acc;
+#pragma unroll
+            for (int i = 0; i < BC_PACK_WG; i++) w[k][g * BC_PACK_WG + i] = acc[i];
           }
       } else
 #endif

@@ -87,7 +87,7 @@ int main(void) {
   is_str_has(bc_last_error(ctx), want, "missing field: names it");
 
   CASE(load_with(ctx, 3, "element = \"e9m9\""), BC_ERR_SPEC, "unknown element");
-  is_str_has(bc_last_error(ctx), "an element of specs/elements.lua (e2m1, e4m3, e5m2, e8m0, ue4m3)", "unknown element: lists the known ones");
+  is_str_has(bc_last_error(ctx), "an element of specs/elements.lua (e2m1, e2m3, e3m2, e4m3, e5m2, e8m0, ue4m3)", "unknown element: lists the known ones");
 
   /* block formats: the checks that span fields */
   static const char BLOCK[] =
@@ -115,6 +115,13 @@ int main(void) {
              "field 'rowwise.scale_layout.index': expected \"block\"");
   BLOCK_CASE("element = \"e2m1\"", "element = \"e4m3\"", "packing for an 8-bit element",
              "field 'packing': expected nothing for 8-bit elements");
+  BLOCK_CASE("element = \"e2m1\"\nblock = { rows = 1, cols = 32 }\nscale = { type = \"e8m0\", rule = \"rceil\" }\npacking = \"low_first\"\n",
+             "element = \"e2m3\"\nblock = { rows = 1, cols = 32 }\nscale = { type = \"e8m0\", rule = \"rceil\" }\n",
+             "no packing for 6-bit elements", "field 'packing' is needed for 6-bit elements: \"low_first\" (element k of each group of 4 elements in 3 byte(s)");
+  BLOCK_CASE("element = \"e2m1\"", "element = \"ue4m3\"", "a 7-bit element",
+             "7-bit elements (ue4m3) are not supported by the block kernels; expected an element of 8, 6 or 4 bits");
+  BLOCK_CASE("packing = \"low_first\"\n", "packing = \"low_first\"\nnan_policy = \"ignore\"\n", "an unknown NaN policy",
+             "field 'nan_policy': expected one of \"satfinite\", \"scale_nan\"");
 
   CASE(load_with(ctx, 4, "block = string.rep('x', 3)"), BC_ERR_SPEC, "reading a global");
   is_str_has(bc_last_error(ctx), "'string' is not available in a spec", "globals are not readable");

@@ -1,7 +1,9 @@
 /* 14-block-ref: the CPU reference of the block formats (fp8_block_1x128, fp8_block_128x128,
- * mxfp8_e4m3, mxfp8_e5m2, mxfp4, nvfp4, nvfp4_2d), checked against what DESIGN.md says, computed
- * here independently: the layout table (plain and 128x4-swizzled scales), hand-computed vectors
- * (scale codes, element codes, nibble order, NaN/Inf, zero padding), 2D blocks (per-row scales,
+ * mxfp8_e4m3, mxfp8_e5m2, mxfp4, nvfp4, nvfp4_2d, mxfp6_e3m2, mxfp6_e2m3), checked against what
+ * DESIGN.md says, computed here independently: the layout table (plain and 128x4-swizzled scales),
+ * hand-computed vectors (scale codes, element codes, nibble order, 6-bit groups of 4 elements in
+ * 3 bytes in both packing orders, NaN/Inf, zero padding), nan_policy (satfinite and scale_nan
+ * specs loaded at run time), 2D blocks (per-row scales,
  * columnwise = exact transpose), Philox4x32-10 known answers, stochastic rounding (determinism,
  * unbiasedness), nearest-code and scale-rule properties on random data with specials in every
  * dtype and direction, exact round trips, and argument errors. CPU only. */
@@ -10,6 +12,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ref/bc_ref.h"
 #include "tap.h"
@@ -58,6 +61,8 @@ static const tfmt FMTS[] = {
   { "mxfp4", 4, 32, 0, 1, R_RCEIL, { 0, 0 }, 1, 0, 6 },
   { "nvfp4", 4, 16, 0, 1, R_TWO, { 0, 0 }, 1, 0, 6 },
   { "nvfp4_2d", 4, 16, 1, 1, R_TWO, { 0, 0 }, 1, 1, 6 },
+  { "mxfp6_e3m2", 6, 32, 0, 1, R_RCEIL, { 0, 0 }, 1, 0, 28 },
+  { "mxfp6_e2m3", 6, 32, 0, 1, R_RCEIL, { 0, 0 }, 1, 0, 7.5 },
 };
 #define NFMTS (int)(sizeof FMTS / sizeof FMTS[0])
 
@@ -70,7 +75,13 @@ static const bc_format *fmt(const char *name) {
   return f;
 }
 
-/* element values written out by hand: e4m3 / e5m2 (sign bit 7), e2m1 (sign bit 3), ue4m3 */
+/* elements per packing group and bytes per group (a data row holds whole groups): 8-bit 1 / 1,
+ * 4-bit 2 / 1, 6-bit 4 / 3 */
+static int pack_n(const tfmt *t) { return t->bits == 4 ? 2 : t->bits == 6 ? 4 : 1; }
+static int pack_bytes(const tfmt *t) { return t->bits == 6 ? 3 : 1; }
+
+/* element values written out by hand: e4m3 / e5m2 (sign bit 7), e2m1 (sign bit 3), e3m2 / e2m3
+ * (sign bit 5), ue4m3 */
 static double e2m1_value(unsigned c) {
   static const double v[8] = { 0, 0.5, 1, 1.5, 2, 3, 4, 6 };
   return (c & 8) ? -v[c & 7] : v[c & 7];
@@ -80,18 +91,26 @@ static double fp8_value(unsigned c, int eb, int mb, int bias) {
   double v = e ? ldexp(1.0 + m / (double)(1 << mb), (int)e - bias) : ldexp((double)m, 1 - bias - mb);
   return s ? -v : v;
 }
+/* 6-bit: sign bit 5; no Inf, no NaN codes */
+static double fp6_value(unsigned c, int eb, int mb, int bias) {
+  unsigned s = (c >> 5) & 1, e = (c >> mb) & ((1u << eb) - 1), m = c & ((1u << mb) - 1);
+  double v = e ? ldexp(1.0 + m / (double)(1 << mb), (int)e - bias) : ldexp((double)m, 1 - bias - mb);
+  return s ? -v : v;
+}
 /* value of element code c of format t; NaN for NaN codes, Inf for e5m2's Inf */
 static double elem_value(const tfmt *t, unsigned c) {
   if (t->bits == 4) return e2m1_value(c);
+  if (t->bits == 6) return t->emax == 28 ? fp6_value(c, 3, 2, 3) : fp6_value(c, 2, 3, 1);
   if (t->emax == 448) return (c & 0x7F) == 0x7F ? NAN : fp8_value(c, 4, 3, 7);
   if ((c & 0x7F) == 0x7C) return (c & 0x80) ? -INFINITY : INFINITY;
   if ((c & 0x7F) > 0x7C) return NAN;
   return fp8_value(c, 5, 2, 15);
 }
 static double ue4m3_value(unsigned c) { return c == 0x7F ? NAN : fp8_value(c & 0x7F, 4, 3, 7); }
-static int sign_bit(const tfmt *t) { return t->bits == 4 ? 8 : 0x80; }
-static unsigned max_code(const tfmt *t) { return t->bits == 4 ? 0x7 : t->emax == 448 ? 0x7E : 0x7B; }
-static unsigned nan_code(const tfmt *t) { return t->bits == 4 ? 0x7 : 0x7F; /* e2m1 has no NaN: +6 */ }
+static int sign_bit(const tfmt *t) { return t->bits == 4 ? 8 : t->bits == 6 ? 0x20 : 0x80; }
+static unsigned max_code(const tfmt *t) { return t->bits == 4 ? 0x7 : t->bits == 6 ? 0x1F : t->emax == 448 ? 0x7E : 0x7B; }
+/* e2m1, e3m2 and e2m3 have no NaN: +max */
+static unsigned nan_code(const tfmt *t) { return t->bits == 4 ? 0x7 : t->bits == 6 ? 0x1F : 0x7F; }
 
 /* the positive finite values of the element, ascending */
 static int pos_values(const tfmt *t, double *v) {
@@ -173,7 +192,8 @@ static void show_layout(const char *what, const bc_qlayout *L) {
 static void test_layouts(void) {
   static const int64_t shapes[][2] = { { 1, 1 }, { 33, 65 }, { 127, 129 }, { 256, 512 }, { 8191, 8193 }, { 2, 2 },
                                        { 34, 66 }, { 130, 258 }, { 8190, 8194 }, { 128, 128 }, { 1, 4096 }, { 4096, 1 },
-                                       { 600, 30 } };
+                                       { 600, 30 }, { 4, 4 }, { 36, 68 }, { 132, 260 }, { 8188, 8196 }, { 12, 100 },
+                                       { 6, 8 }, { 8, 6 } };
   const int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
   for (int i = 0; i < NFMTS; i++) {
     const tfmt *t = &FMTS[i];
@@ -183,15 +203,20 @@ static void test_layouts(void) {
         int bad = 0, errs = 0, n = 0;
         for (int k = 0; k < nshapes; k++) {
           int64_t M = shapes[k][0], K = shapes[k][1];
-          int64_t need_even = t->bits == 4 ? (col ? M : K) : 0;
+          /* the length of a data row: cols rowwise, rows for the (transposed) columnwise data */
+          int64_t row_len = col && t->col_data_tr ? M : K;
           bc_qlayout L, E;
           bc_status s = layout(f, M, K, col ? BC_COLUMNWISE : BC_ROWWISE, swz, &L);
-          if (need_even % 2) {
-            /* a 4-bit row of odd length cannot be stored: the error names the dimension */
-            char want[64];
-            snprintf(want, sizeof want, "%s is %lld", col ? "rows" : "cols", (long long)need_even);
+          if (row_len % pack_n(t)) {
+            /* a data row that does not hold whole packing groups cannot be stored: the error says
+             * the group, names the dimension and the multiple */
+            char want[96], why[160];
+            snprintf(want, sizeof want, "%s is %lld; expected a multiple of %d", col && t->col_data_tr ? "rows" : "cols",
+                     (long long)row_len, pack_n(t));
+            snprintf(why, sizeof why, "format '%s' packs %d %d-bit elements in %d byte(s), so its %s data rows must hold whole groups",
+                     t->name, pack_n(t), t->bits, pack_bytes(t), col ? "columnwise" : "rowwise");
             const char *msg = bc_last_error(ctx);
-            if (s != BC_ERR_ARG || !strstr(msg, "multiple of 2") || (M != K && !strstr(msg, want))) {
+            if (s != BC_ERR_ARG || !strstr(msg, want) || !strstr(msg, why)) {
               errs++;
               diag("%s %s [%lld, %lld]: status %d, message: %s", t->name, col ? "columnwise" : "rowwise", (long long)M,
                    (long long)K, (int)s, msg);
@@ -211,7 +236,7 @@ static void test_layouts(void) {
         }
         ok(bad == 0 && errs == 0, "%s %s%s: layouts of %d shapes = DESIGN.md's table%s", t->name,
            col ? "columnwise" : "rowwise", swz ? " (128x4 swizzled scales)" : "", n,
-           t->bits == 4 ? "; odd row lengths rejected naming the dimension" : "");
+           pack_n(t) > 1 ? "; rows of partial packing groups rejected naming the dimension" : "");
       }
   }
   /* the messages themselves */
@@ -222,6 +247,28 @@ static void test_layouts(void) {
   is_int(layout(fmt("nvfp4"), 33, 64, BC_COLUMNWISE, 0, &L), BC_ERR_ARG, "nvfp4 columnwise [33, 64]: BC_ERR_ARG");
   is_str_has(bc_last_error(ctx), "rows is 33; expected a multiple of 2", "  message names rows and the multiple");
   is_int(layout(fmt("nvfp4"), 33, 64, BC_ROWWISE, 0, &L), BC_OK, "nvfp4 rowwise [33, 64] is fine (only columnwise needs even rows)");
+  is_int(layout(f, 2, 7, BC_ROWWISE, 0, &L), BC_ERR_ARG, "mxfp4 rowwise [2, 7]: BC_ERR_ARG");
+  is_str_has(bc_last_error(ctx),
+             "format 'mxfp4' packs 2 4-bit elements in 1 byte(s), so its rowwise data rows must hold whole groups: cols is 7; "
+             "expected a multiple of 2",
+             "  the whole message");
+  /* 6-bit: 4 elements in 3 bytes, so rows of a multiple of 4 (an even length is not enough) */
+  is_int(layout(fmt("mxfp6_e2m3"), 4, 7, BC_ROWWISE, 0, &L), BC_ERR_ARG, "mxfp6_e2m3 rowwise [4, 7]: BC_ERR_ARG");
+  is_str_has(bc_last_error(ctx),
+             "format 'mxfp6_e2m3' packs 4 6-bit elements in 3 byte(s), so its rowwise data rows must hold whole groups: cols is 7; "
+             "expected a multiple of 4",
+             "  the whole message");
+  is_int(layout(fmt("mxfp6_e3m2"), 4, 6, BC_ROWWISE, 0, &L), BC_ERR_ARG, "mxfp6_e3m2 rowwise [4, 6]: BC_ERR_ARG (even, not a multiple of 4)");
+  is_str_has(bc_last_error(ctx), "cols is 6; expected a multiple of 4", "  message names cols and the multiple");
+  is_int(layout(fmt("mxfp6_e3m2"), 6, 8, BC_COLUMNWISE, 0, &L), BC_ERR_ARG, "mxfp6_e3m2 columnwise [6, 8]: BC_ERR_ARG");
+  is_str_has(bc_last_error(ctx),
+             "format 'mxfp6_e3m2' packs 4 6-bit elements in 3 byte(s), so its columnwise data rows must hold whole groups: rows is 6; "
+             "expected a multiple of 4",
+             "  the whole message names rows");
+  is_int(layout(fmt("mxfp6_e3m2"), 6, 8, BC_ROWWISE, 0, &L), BC_OK, "mxfp6_e3m2 rowwise [6, 8] is fine (only columnwise needs rows of a multiple of 4)");
+  ok(L.data_rows == 6 && L.data_cols == 8 && L.data_bytes == 36, "  data [6, 8] in 36 bytes (8 elements in 6 bytes a row)");
+  is_int(layout(fmt("mxfp6_e2m3"), 4, 6, BC_COLUMNWISE, 0, &L), BC_OK, "mxfp6_e2m3 columnwise [4, 6] is fine");
+  ok(L.data_rows == 6 && L.data_cols == 4 && L.data_bytes == 18, "  columnwise data transposed [6, 4] in 18 bytes");
 }
 
 /* ---- quantized buffers ---- */
@@ -262,8 +309,25 @@ static void qfree(qbuf *b) {
   for (int d = 0; d < 2; d++) { free(b->data[d]); free(b->scale[d]); }
 }
 
+/* 6-bit, low_first: a group of 4 elements in 3 bytes, e0 | e1 << 6 | e2 << 12 | e3 << 18 little-endian:
+ * byte0 = e0 | (e1 & 3) << 6, byte1 = e1 >> 2 | (e2 & 0xF) << 4, byte2 = e2 >> 4 | e3 << 2 */
+static unsigned fp6_get(const uint8_t *g, int k) {
+  switch (k) {
+  case 0: return g[0] & 0x3F;
+  case 1: return (unsigned)(g[0] >> 6) | (unsigned)(g[1] & 0xF) << 2;
+  case 2: return (unsigned)(g[1] >> 4) | (unsigned)(g[2] & 0x3) << 4;
+  default: return g[2] >> 2;
+  }
+}
+static void fp6_pack(const unsigned e[4], uint8_t *g) {
+  g[0] = (uint8_t)(e[0] | (e[1] & 3) << 6);
+  g[1] = (uint8_t)(e[1] >> 2 | (e[2] & 0xF) << 4);
+  g[2] = (uint8_t)(e[2] >> 4 | e[3] << 2);
+}
+
 static unsigned code_at(const tfmt *t, const qbuf *b, int d, int64_t i) {
   if (t->bits == 8) return b->data[d][i];
+  if (t->bits == 6) return fp6_get(b->data[d] + i / 4 * 3, (int)(i % 4));
   return (b->data[d][i / 2] >> ((i & 1) ? 4 : 0)) & 0xF; /* element 2j in the low nibble */
 }
 
@@ -595,6 +659,397 @@ static void fill_random(hp *x, double spread) {
     for (int64_t c = 0; c < x->t.cols; c++) hp_set(x, r, c, (float)(gauss() * ldexp(1, (int)(unif() * spread) - (int)(spread / 2))));
 }
 
+/* ---- MXFP6: hand-computed vectors ---- */
+
+/* One block of 32 values whose amax (NaN ignored) is the element's max, so RCEIL (and FLOOR)
+ * give e8m0 127, encode factor 1. The codes are worked out by hand from the element's values
+ * (e2m3: subnormal step 1/8, [1,2) step 1/8, [2,4) 1/4, [4,7.5] 1/2; e3m2: subnormal step 1/16,
+ * [0.25,0.5) 1/16, [0.5,1) 1/8, [1,2) 1/4, [2,4) 1/2, [4,8) 1, [8,16) 2, [16,28] 4), ties to the
+ * even code; NaN -> 0x1F (+max, no NaN code); -0 and tiny negatives keep the sign. The bytes are
+ * the codes packed 4 to 3 bytes, low_first and high_first, written out. */
+typedef struct fp6_vec {
+  const char *name;
+  float x[32];
+  unsigned codes[32];
+  uint8_t lf[24], hf[24];
+  float back[32]; /* the dequantized values: the codes' values */
+} fp6_vec;
+
+static const fp6_vec FP6_VECS[2] = {
+  { "mxfp6_e2m3",
+    { 7.5f, -7.5f, 0.0f, -0.0f, 1.0f, 0.125f, 0.0625f /* tie 0 / 0.125 -> 0 */, 0.1875f /* tie 1 / 2 -> 2 */,
+      -0.3125f /* tie 2 / 3 -> 2 */, 3.25f, 3.375f /* tie 3.25 / 3.5 -> m 6 */, 7.0f, 7.25f /* tie 7 / 7.5 -> 7 */, NAN,
+      0.9f /* 0.875 */, -1.9375f /* tie 1.875 (0x0F) / 2 (0x10) -> 0x10 */, 5.0f, -6.0f, 2.0f, -0.5f, 1e-30f, -1e-30f,
+      4.74f /* 4.5 */, 4.76f /* 5 */, 1.125f, -2.75f, 0.625f, 6.5f, 1.5f, -3.9f /* -4 */, 0.3f /* 0.25 */, 2.25f },
+    { 0x1F, 0x3F, 0x00, 0x20, 0x08, 0x01, 0x00, 0x02, 0x22, 0x15, 0x16, 0x1E, 0x1E, 0x1F, 0x07, 0x30,
+      0x1A, 0x3C, 0x10, 0x24, 0x00, 0x20, 0x19, 0x1A, 0x09, 0x33, 0x05, 0x1D, 0x0C, 0x38, 0x02, 0x11 },
+    { 0xDF, 0x0F, 0x80, 0x48, 0x00, 0x08, 0x62, 0x65, 0x79, 0xDE, 0x77, 0xC0,
+      0x1A, 0x0F, 0x91, 0x00, 0x98, 0x69, 0xC9, 0x5C, 0x74, 0x0C, 0x2E, 0x44 },
+    { 0x20, 0xF0, 0x7F, 0x02, 0x10, 0x20, 0x9E, 0x55, 0x89, 0xF0, 0xF1, 0x79,
+      0x24, 0xC4, 0x6B, 0x5A, 0x06, 0x02, 0x5D, 0x31, 0x27, 0x91, 0x80, 0x33 },
+    { 7.5f, -7.5f, 0.0f, -0.0f, 1.0f, 0.125f, 0.0f, 0.25f, -0.25f, 3.25f, 3.5f, 7.0f, 7.0f, 7.5f, 0.875f, -2.0f,
+      5.0f, -6.0f, 2.0f, -0.5f, 0.0f, -0.0f, 4.5f, 5.0f, 1.125f, -2.75f, 0.625f, 6.5f, 1.5f, -4.0f, 0.25f, 2.25f } },
+  { "mxfp6_e3m2",
+    { 28.0f, -28.0f, 0.0f, -0.0f, 1.0f, 0.0625f, 0.03125f /* tie 0 / 1 -> 0 */, 0.09375f /* tie 1 / 2 -> 2 */,
+      -0.15625f /* tie 2 / 3 -> 2 */, 20.0f, 18.0f /* tie 16 / 20 -> 16 */, 26.0f /* tie 24 / 28 -> 24 */, 27.0f /* 28 */, NAN,
+      0.21875f /* tie 0x03 / 0x04 -> 0x04 */, -15.0f /* tie 14 (0x1B) / 16 (0x1C) -> 16 */, 5.0f, -6.0f, 3.5f, -0.5f, 1e-30f,
+      -1e-30f, 9.9f /* 10 */, 0.3f /* 0.3125 */, 0.75f, -1.25f, 2.5f, 12.0f, 7.0f, -0.875f, 1.6f /* 1.5 */, 0.4375f },
+    { 0x1F, 0x3F, 0x00, 0x20, 0x0C, 0x01, 0x00, 0x02, 0x22, 0x1D, 0x1C, 0x1E, 0x1F, 0x1F, 0x04, 0x3C,
+      0x15, 0x36, 0x13, 0x28, 0x00, 0x20, 0x19, 0x05, 0x0A, 0x2D, 0x11, 0x1A, 0x17, 0x2B, 0x0E, 0x07 },
+    { 0xDF, 0x0F, 0x80, 0x4C, 0x00, 0x08, 0x62, 0xC7, 0x79, 0xDF, 0x47, 0xF0,
+      0x95, 0x3D, 0xA1, 0x00, 0x98, 0x15, 0x4A, 0x1B, 0x69, 0xD7, 0xEA, 0x1C },
+    { 0x20, 0xF0, 0x7F, 0x02, 0x10, 0x30, 0x1E, 0xD7, 0x89, 0x3C, 0xF1, 0x7D,
+      0xE8, 0x64, 0x57, 0x45, 0x06, 0x02, 0x5A, 0xD4, 0x2A, 0x87, 0xB3, 0x5E },
+    { 28.0f, -28.0f, 0.0f, -0.0f, 1.0f, 0.0625f, 0.0f, 0.125f, -0.125f, 20.0f, 16.0f, 24.0f, 28.0f, 28.0f, 0.25f, -16.0f,
+      5.0f, -6.0f, 3.5f, -0.5f, 0.0f, -0.0f, 10.0f, 0.3125f, 0.75f, -1.25f, 2.5f, 12.0f, 7.0f, -0.875f, 1.5f, 0.4375f } },
+};
+
+static const tfmt *tfmt_of(const char *name) {
+  for (int i = 0; i < NFMTS; i++)
+    if (strcmp(FMTS[i].name, name) == 0) return &FMTS[i];
+  printf("Bail out! no test table entry for %s\n", name);
+  exit(1);
+}
+
+/* a spec written to a temporary file and loaded with bc_format_load */
+static const bc_format *load_spec(const char *text, const char *tag) {
+  char path[256];
+  snprintf(path, sizeof path, "/tmp/bc14-%ld-%s.lua", (long)getpid(), tag);
+  FILE *fp = fopen(path, "wb");
+  if (!fp) {
+    ok(0, "spec %s: cannot write %s", tag, path);
+    return NULL;
+  }
+  fputs(text, fp);
+  fclose(fp);
+  const bc_format *f = NULL;
+  bc_status s = bc_format_load(ctx, path, &f);
+  remove(path);
+  if (!ok(s == BC_OK && f, "spec %s loads at run time", tag)) {
+    diag("%s", bc_last_error(ctx));
+    return NULL;
+  }
+  return f;
+}
+
+/* the values of out[] against want[] bit for bit (NaN: any NaN) */
+static int same_floats(const float *got, const float *want, int n, const char *what) {
+  int bad = 0;
+  for (int j = 0; j < n; j++)
+    if (isnan(want[j]) ? !isnan(got[j]) : bits32(got[j]) != bits32(want[j])) {
+      if (bad++ < 3) diag("%s: element %d = %a, expected %a", what, j, got[j], want[j]);
+    }
+  return bad == 0;
+}
+
+static void test_mxfp6_hand(void) {
+  for (int v = 0; v < 2; v++) {
+    const fp6_vec *h = &FP6_VECS[v];
+    const tfmt *t = tfmt_of(h->name);
+    const bc_format *f = fmt(h->name);
+    /* the test's own tables agree: the hand codes packed by the group rule are the hand bytes */
+    uint8_t packed[24];
+    for (int g = 0; g < 8; g++) fp6_pack(h->codes + 4 * g, packed + 3 * g);
+    ok(!memcmp(packed, h->lf, 24) && max_code(t) == 0x1F && elem_value(t, 0x1F) == t->emax && elem_value(t, 0x3F) == -t->emax,
+       "%s: the hand codes pack into the hand bytes; code 0x1F = %g, 0x3F = -%g (this test's tables)", h->name, t->emax, t->emax);
+
+    hp x;
+    hp_alloc(&x, BC_FP32, 1, 32, 0);
+    for (int j = 0; j < 32; j++) hp_set(&x, 0, j, h->x[j]);
+    qbuf b;
+    qalloc(&b, f, 1, 32, 1, 0, 0xA5);
+    is_int(bc_ref_quantize(ctx, &x.t, &b.q), BC_OK, "%s [1, 32]: quantize", h->name);
+    is_int(b.L[0].data_bytes, 24, "  32 elements in 24 bytes");
+    is_int(b.scale[0][0], 127, "  amax %g (NaN ignored) -> e8m0 127 (factor 1)", t->emax);
+    is_bytes(b.data[0], h->lf, 24, "  the 24 data bytes: groups of 4 codes in 3 bytes, low_first (ties to even, NaN -> 0x1F, -0 kept)");
+    int codes = 0;
+    for (int j = 0; j < 32; j++) codes += code_at(t, &b, 0, j) == h->codes[j];
+    is_int(codes, 32, "  each code read back by the group rule is the hand code");
+    ok(padding_ok(t, &b, 0, 0xA5, h->name), "  scale padding zeros ([128, 4] stored, [1, 1] used)");
+    float out[32];
+    bc_tensor o = out_f32(out, 1, 32);
+    is_int(bc_ref_dequantize(ctx, &b.q, BC_ROWWISE, &o), BC_OK, "  dequantize");
+    ok(same_floats(out, h->back, 32, h->name), "  dequantized: the codes' values bit for bit (NaN -> %g, -0 kept)", t->emax);
+    qfree(&b);
+    hp_free(&x);
+
+    /* columnwise [32, 4]: column 0 = the vector, 1 = its negation, 2 = half of it (scale 126, same
+     * codes), 3 = zeros (scale 0). Data transposed [4, 32]: 24 bytes a row. */
+    hp_alloc(&x, BC_FP32, 32, 4, 0);
+    for (int r = 0; r < 32; r++) {
+      hp_set(&x, r, 0, h->x[r]);
+      hp_set(&x, r, 1, -h->x[r]);
+      hp_set(&x, r, 2, h->x[r] / 2);
+    }
+    qalloc(&b, f, 32, 4, 2, 0, 0xA5);
+    is_int(bc_ref_quantize(ctx, &x.t, &b.q), BC_OK, "%s columnwise [32, 4]: quantize", h->name);
+    ok(b.L[1].data_rows == 4 && b.L[1].data_cols == 32 && b.L[1].data_bytes == 96, "  data [4, 32] in 96 bytes");
+    /* scale [roundup(4,128), roundup(1,4)]: column k at k * 4 */
+    uint8_t *s = b.scale[1];
+    ok(s[0] == 127 && s[4] == 127 && s[8] == 126 && s[12] == 0, "  scales: 127, 127, 126 (amax %g), 0 (got %d %d %d %d)",
+       t->emax / 2, s[0], s[4], s[8], s[12]);
+    unsigned neg[32];
+    uint8_t want[96];
+    float back[128];
+    for (int j = 0; j < 32; j++) neg[j] = isnan(h->x[j]) ? 0x1F : h->codes[j] ^ 0x20; /* -NaN is still +max */
+    memcpy(want, h->lf, 24);
+    for (int g = 0; g < 8; g++) fp6_pack(neg + 4 * g, want + 24 + 3 * g);
+    memcpy(want + 48, h->lf, 24);
+    memset(want + 72, 0, 24);
+    is_bytes(b.data[1], want, 96, "  data rows: the vector's bytes, its negation's, the vector's again, zeros");
+    for (int j = 0; j < 32; j++) {
+      back[j] = h->back[j];
+      back[32 + j] = isnan(h->x[j]) ? (float)t->emax : -h->back[j];
+      back[64 + j] = h->back[j] / 2;
+      back[96 + j] = 0.0f;
+    }
+    float out4[128];
+    o = out_f32(out4, 4, 32);
+    is_int(bc_ref_dequantize(ctx, &b.q, BC_COLUMNWISE, &o), BC_OK, "  dequantize columnwise");
+    ok(same_floats(out4, back, 128, h->name), "  dequantized [4, 32]: the values, negated, halved, zeros");
+    ok(padding_ok(t, &b, 1, 0xA5, h->name), "  scale padding zeros");
+    qfree(&b);
+    hp_free(&x);
+  }
+
+  /* the other packing order, as a spec loaded at run time: element k of a group at bits
+   * [(3 - k) * 6, (4 - k) * 6) of the little-endian group; FLOOR: 2^(floor(log2 amax) - emax_exp)
+   * = 2^0 for amax 7.5 (e2m3) and 28 (e3m2) */
+  for (int v = 0; v < 2; v++) {
+    const fp6_vec *h = &FP6_VECS[v];
+    const char *el = v ? "e3m2" : "e2m3";
+    char spec[1024], tag[64];
+    snprintf(tag, sizeof tag, "mxfp6_%s_hf_floor14", el);
+    snprintf(spec, sizeof spec,
+             "name = \"%s\"\ndescription = \"MXFP6 %s, high_first, FLOOR\"\nelement = \"%s\"\n"
+             "block = { rows = 1, cols = 32 }\nscale = { type = \"e8m0\", rule = \"floor\" }\npacking = \"high_first\"\n"
+             "rowwise = { layout = \"rowmajor\", scale_layout = { order = \"rowmajor\", pad_rows = 128, pad_cols = 4 } }\n"
+             "columnwise = { layout = \"transposed\", scale_layout = { order = \"rowmajor\", pad_rows = 128, pad_cols = 4 } }\n",
+             tag, el, el);
+    const bc_format *f = load_spec(spec, tag);
+    if (!f) continue;
+    bc_format_info fi;
+    is_int(bc_format_get_info(ctx, f, &fi), BC_OK, "  info");
+    ok(fi.element_bits == 6 && fi.element_pack == 4 && fi.element_pack_bytes == 3 && fi.nan_policy &&
+       !strcmp(fi.nan_policy, "satfinite") && fi.scale_rule && !strcmp(fi.scale_rule, "floor"),
+       "  6 bits, 4 elements in 3 bytes, nan_policy satfinite (the default), rule floor");
+    hp x;
+    hp_alloc(&x, BC_FP32, 1, 32, 0);
+    for (int j = 0; j < 32; j++) hp_set(&x, 0, j, h->x[j]);
+    qbuf b;
+    qalloc(&b, f, 1, 32, 1, 0, 0xA5);
+    is_int(bc_ref_quantize(ctx, &x.t, &b.q), BC_OK, "%s [1, 32]: quantize", tag);
+    is_int(b.scale[0][0], 127, "  FLOOR: amax %s -> e8m0 127", v ? "28" : "7.5");
+    is_bytes(b.data[0], h->hf, 24, "  the 24 data bytes, high_first: e0 in the top 6 bits of each group");
+    float out[32];
+    bc_tensor o = out_f32(out, 1, 32);
+    is_int(bc_ref_dequantize(ctx, &b.q, BC_ROWWISE, &o), BC_OK, "  dequantize");
+    ok(same_floats(out, h->back, 32, tag), "  dequantized: the same values as low_first");
+    qfree(&b);
+    hp_free(&x);
+  }
+}
+
+/* ---- nan_policy ---- */
+
+/* x quantized (both directions) with a satfinite format fs, with fs after the NaN at view (nr, nc)
+ * is replaced by 0, and with fn, the same format with nan_policy "scale_nan". Checks:
+ *   satfinite: the NaN encodes as the element's NaN code (+max without one), and every scale entry
+ *              and every other code is what the input with 0 in place of the NaN gives (the
+ *              block amax, and the global amax of two-level formats, ignore NaN);
+ *   scale_nan: the entry of the NaN's block is snan and its codes all cnan (x * NaN encoded),
+ *              every other entry and code as satfinite, padding zero; dequantize gives NaN for
+ *              every element of that block and the satfinite values elsewhere. */
+static void nan_pair(const char *what, const tfmt *t, const bc_format *fs, const bc_format *fn, const hp *x, int64_t nr,
+                     int64_t nc, uint32_t snan, unsigned cnan, qbuf *a, qbuf *n) {
+  int64_t M = x->t.rows, K = x->t.cols;
+  hp x0;
+  hp_alloc(&x0, x->t.dtype, M, K, 0);
+  for (int64_t r = 0; r < M; r++)
+    for (int64_t c = 0; c < K; c++) {
+      float v = hp_get(x, r, c);
+      hp_set(&x0, r, c, isnan(v) ? 0.0f : v);
+    }
+  qbuf z;
+  qalloc(a, fs, M, K, 3, 0, 0xA5);
+  qalloc(&z, fs, M, K, 3, 0, 0xA5);
+  qalloc(n, fn, M, K, 3, 0, 0xA5); /* 0xA5: no scale entry of these inputs (a negative ue4m3 or fp32, e8m0 2^38) */
+  a->amax = z.amax = n->amax = -1;
+  int good = bc_ref_quantize(ctx, &x->t, &a->q) == BC_OK;
+  good &= bc_ref_quantize(ctx, &x0.t, &z.q) == BC_OK;
+  good &= bc_ref_quantize(ctx, &x->t, &n->q) == BC_OK;
+  if (!ok(good, "%s [%lld, %lld], NaN at (%lld, %lld): quantize with satfinite, with the NaN replaced by 0, with scale_nan", what,
+          (long long)M, (long long)K, (long long)nr, (long long)nc))
+    diag("%s", bc_last_error(ctx));
+  if (t->rule == R_TWO)
+    ok(a->amax == z.amax && n->amax == z.amax && isfinite(z.amax) && z.amax > 0,
+       "  global amax %g ignores the NaN (satfinite %g, scale_nan %g)", z.amax, a->amax, n->amax);
+  for (int d = 0; d < 2; d++) {
+    int64_t vrows = d ? K : M, vcols = d ? M : K, mvr = d ? nc : nr, mvc = d ? nr : nc;
+    int64_t dr = a->L[d].data_rows, dc = a->L[d].data_cols;
+    float *oa = malloc(sizeof(float) * (size_t)(dr * dc)), *on = malloc(sizeof(float) * (size_t)(dr * dc));
+    bc_tensor ta = out_f32(oa, dr, dc), tn = out_f32(on, dr, dc);
+    int dq = bc_ref_dequantize(ctx, &a->q, d ? BC_COLUMNWISE : BC_ROWWISE, &ta) == BC_OK &&
+             bc_ref_dequantize(ctx, &n->q, d ? BC_COLUMNWISE : BC_ROWWISE, &tn) == BC_OK;
+    int64_t bad_sat = 0, bad_nan = 0, bad_blk = 0, bad_deq = 0, marked = 0;
+    for (int64_t vr = 0; vr < vrows; vr++)
+      for (int64_t vc = 0; vc < vcols; vc++) {
+        int in_block = vr == mvr && vc / t->blk == mvc / t->blk, at_nan = vr == mvr && vc == mvc;
+        int64_t i = data_index(t, a, d, vr, vc);
+        uint32_t sa = scale_entry(t, a, d, vr, vc), sz = scale_entry(t, &z, d, vr, vc), sn = scale_entry(t, n, d, vr, vc);
+        unsigned ca = code_at(t, a, d, i), cz = code_at(t, &z, d, i), cn = code_at(t, n, d, i);
+        if (sa != sz || ca != (at_nan ? nan_code(t) : cz)) {
+          if (bad_sat++ < 3)
+            diag("%s dir %d satfinite view (%lld, %lld): scale 0x%X code 0x%X; expected scale 0x%X code 0x%X", what, d, (long long)vr,
+                 (long long)vc, sa, ca, sz, at_nan ? nan_code(t) : cz);
+        }
+        if (sn != (in_block ? snan : sa) || (!in_block && cn != ca)) {
+          if (bad_nan++ < 3)
+            diag("%s dir %d scale_nan view (%lld, %lld): scale 0x%X code 0x%X; expected scale 0x%X code 0x%X", what, d, (long long)vr,
+                 (long long)vc, sn, cn, in_block ? snan : sa, ca);
+        }
+        if (in_block && cn != cnan) {
+          if (bad_blk++ < 3)
+            diag("%s dir %d scale_nan view (%lld, %lld) in the NaN's block: x %a -> code 0x%X; expected 0x%X (x * NaN)", what, d,
+                 (long long)vr, (long long)vc, hp_get(x, d ? vc : vr, d ? vr : vc), cn, cnan);
+        }
+        marked += in_block;
+        if (in_block ? !isnan(on[i]) : (bits32(on[i]) != bits32(oa[i]) && !(isnan(on[i]) && isnan(oa[i])))) {
+          if (bad_deq++ < 3) diag("%s dir %d view (%lld, %lld): scale_nan dequantized %a, satfinite %a", what, d, (long long)vr,
+                                  (long long)vc, on[i], oa[i]);
+        }
+      }
+    const char *dn = d ? "columnwise" : "rowwise";
+    ok(bad_sat == 0, "  %s satfinite: the NaN encodes as 0x%X; scales and other codes as with 0 in its place", dn, nan_code(t));
+    ok(bad_nan == 0 && padding_ok(t, n, d, 0xA5, what), "  %s scale_nan: the NaN's block has scale 0x%X, other scales and codes as satfinite",
+       dn, snan);
+    ok(bad_blk == 0, "  %s scale_nan: every code of the NaN's block is 0x%X (x * NaN encoded)", dn, cnan);
+    ok(dq && bad_deq == 0 && marked > 0, "  %s scale_nan dequantize: NaN for the %lld elements of the block, satfinite's values elsewhere",
+       dn, (long long)marked);
+    free(oa);
+    free(on);
+  }
+  qfree(&z);
+  hp_free(&x0);
+}
+
+static const char *const NANBLOCK_SPECS[4] = {
+  "name = \"mxfp4_nanblock14\"\ndescription = \"MXFP4, NaN marks the block\"\nelement = \"e2m1\"\n"
+  "block = { rows = 1, cols = 32 }\nscale = { type = \"e8m0\", rule = \"rceil\" }\npacking = \"low_first\"\n"
+  "nan_policy = \"scale_nan\"\n"
+  "rowwise = { layout = \"rowmajor\", scale_layout = { order = \"rowmajor\", pad_rows = 128, pad_cols = 4 } }\n"
+  "columnwise = { layout = \"transposed\", scale_layout = { order = \"rowmajor\", pad_rows = 128, pad_cols = 4 } }\n",
+  "name = \"nvfp4_nanblock14\"\ndescription = \"NVFP4, NaN marks the block\"\nelement = \"e2m1\"\n"
+  "block = { rows = 1, cols = 16 }\nscale = { type = \"ue4m3\", rule = \"two_level\" }\npacking = \"low_first\"\n"
+  "nan_policy = \"scale_nan\"\n"
+  "rowwise = { layout = \"rowmajor\", scale_layout = { order = \"rowmajor\", pad_rows = 128, pad_cols = 4 } }\n"
+  "columnwise = { layout = \"transposed\", scale_layout = { order = \"rowmajor\", pad_rows = 128, pad_cols = 4 } }\n",
+  /* fp8_block_1x128's spec, plus the policy */
+  "name = \"fp8_1x128_nanblock14\"\ndescription = \"FP8 1x128, NaN marks the block\"\nelement = \"e4m3\"\n"
+  "block = { rows = 1, cols = 128 }\n"
+  "scale = { type = \"fp32\", rule = \"amax\", eps = 0, pow2 = true, inf_value = \"dtype_max\" }\n"
+  "nan_policy = \"scale_nan\"\n"
+  "rowwise = { layout = \"rowmajor\", scale_layout = { order = \"transposed\", pad_rows = 1, pad_cols = 4 } }\n"
+  "columnwise = { layout = \"transposed\", scale_layout = { order = \"transposed\", pad_rows = 1, pad_cols = 4 } }\n",
+  "name = \"mxfp6_e3m2_nanblock14\"\ndescription = \"MXFP6 e3m2, NaN marks the block\"\nelement = \"e3m2\"\n"
+  "block = { rows = 1, cols = 32 }\nscale = { type = \"e8m0\", rule = \"rceil\" }\npacking = \"low_first\"\n"
+  "nan_policy = \"scale_nan\"\n"
+  "rowwise = { layout = \"rowmajor\", scale_layout = { order = \"rowmajor\", pad_rows = 128, pad_cols = 4 } }\n"
+  "columnwise = { layout = \"transposed\", scale_layout = { order = \"rowmajor\", pad_rows = 128, pad_cols = 4 } }\n",
+};
+
+static void test_nan_policy(void) {
+  static const char *const twin[4] = { "mxfp4", "nvfp4", "fp8_block_1x128", "mxfp6_e3m2" };
+  static const char *const tags[4] = { "mxfp4_nanblock14", "nvfp4_nanblock14", "fp8_1x128_nanblock14", "mxfp6_e3m2_nanblock14" };
+  /* the scale type's NaN (e8m0 0xFF, ue4m3 0x7F, fp32 0x7FFFFFFF) and the element's NaN encode */
+  static const uint32_t snan[4] = { 0xFF, 0x7F, 0x7FFFFFFFu, 0xFF };
+  static const unsigned cnan[4] = { 0x7, 0x7, 0x7F, 0x1F };
+  static const int64_t shape[4][2] = { { 2, 64 }, { 2, 32 }, { 2, 256 }, { 4, 64 } }, at[4][2] = { { 0, 5 }, { 0, 20 }, { 1, 130 }, { 2, 37 } };
+  for (int i = 0; i < 4; i++) {
+    const tfmt *t = tfmt_of(twin[i]);
+    const bc_format *fs = fmt(twin[i]), *fn = load_spec(NANBLOCK_SPECS[i], tags[i]);
+    if (!fn) continue;
+    bc_format_info fi, si;
+    bc_format_get_info(ctx, fn, &fi);
+    bc_format_get_info(ctx, fs, &si);
+    ok(fi.nan_policy && !strcmp(fi.nan_policy, "scale_nan") && si.nan_policy && !strcmp(si.nan_policy, "satfinite") &&
+       fi.element_pack == pack_n(t) && fi.element_pack_bytes == pack_bytes(t),
+       "  info: nan_policy scale_nan (%s: satfinite), %d element(s) in %d byte(s)", twin[i], pack_n(t), pack_bytes(t));
+    int64_t M = shape[i][0], K = shape[i][1];
+    hp x;
+    hp_alloc(&x, BC_FP32, M, K, 0);
+    if (i == 0) {
+      /* mxfp4 by hand: row 0 block 0 amax 3 (-> e8m0 126) and a NaN at (0, 5); block 1 amax 6 (127);
+       * row 1 amax 0.5 (-> 124) and 4 (-> 127) */
+      for (int64_t c = 0; c < 32; c++) {
+        hp_set(&x, 0, c, c == 0 ? 3.0f : c == 5 ? NAN : (float)(c % 7 - 3) * 0.5f);
+        hp_set(&x, 0, 32 + c, c == 1 ? -6.0f : (float)(c % 5 - 2) * 1.5f);
+        hp_set(&x, 1, c, (float)(c % 3) * 0.25f);
+        hp_set(&x, 1, 32 + c, c == 0 ? 4.0f : (float)(c % 2));
+      }
+    } else {
+      fill_random(&x, 8);
+      hp_set(&x, at[i][0], at[i][1], NAN);
+    }
+    qbuf a, n;
+    char what[128];
+    snprintf(what, sizeof what, "%s / %s", twin[i], tags[i]);
+    nan_pair(what, t, fs, fn, &x, at[i][0], at[i][1], snan[i], cnan[i], &a, &n);
+    if (i == 0) {
+      uint8_t *s = a.scale[0], *sn = n.scale[0];
+      ok(s[0] == 126 && s[1] == 127 && s[4] == 124 && s[5] == 127 && code_at(t, &a, 0, 5) == 0x7,
+         "  mxfp4: scales 126 (amax 3, NaN ignored) 127 124 127, the NaN's code 0x7 (got %d %d %d %d, 0x%X)", s[0], s[1], s[4], s[5],
+         code_at(t, &a, 0, 5));
+      int sev = 0;
+      for (int j = 0; j < 16; j++) sev += n.data[0][j] == 0x77;
+      ok(sn[0] == 0xFF && sn[1] == 127 && sn[4] == 124 && sn[5] == 127 && sev == 16,
+         "  mxfp4_nanblock: scales 0xFF 127 124 127, the block's 16 bytes 0x77 (got %d %d %d %d, %d bytes)", sn[0], sn[1], sn[4], sn[5], sev);
+      /* columnwise: [64, 2] data, column 5's block (rows 0-1) at scale offset 5 * 4 */
+      ok(a.scale[1][20] == 124 && n.scale[1][20] == 0xFF && n.data[1][5] == 0x77 && a.data[1][5] == 0x67,
+         "  columnwise: column 5's scale 124 (amax 0.5 below the NaN) / 0xFF; its data byte 0x67 (NaN 0x7, 0.5 * 2^3 = 4: 0x6) / 0x77 "
+         "(got 0x%02X 0x%02X)", a.data[1][5], n.data[1][5]);
+      float out[128];
+      bc_tensor o = out_f32(out, 2, 64);
+      bc_ref_dequantize(ctx, &a.q, BC_ROWWISE, &o);
+      ok(out[5] == 3.0f && out[0] == 3.0f && out[33] == -6.0f, "  satfinite dequantized: the NaN -> 6 * 2^-1 = 3");
+    }
+    qfree(&a);
+    qfree(&n);
+    hp_free(&x);
+  }
+}
+
+/* bc_format_get_info: element bits, packing groups and nan_policy of every built-in block format */
+static void test_format_info(void) {
+  for (int i = 0; i < NFMTS; i++) {
+    const tfmt *t = &FMTS[i];
+    bc_format_info fi;
+    memset(&fi, 0, sizeof fi);
+    is_int(bc_format_get_info(ctx, fmt(t->name), &fi), BC_OK, "%s: bc_format_get_info", t->name);
+    ok(fi.element_bits == t->bits && fi.element_pack == pack_n(t) && fi.element_pack_bytes == pack_bytes(t) && fi.nan_policy &&
+       !strcmp(fi.nan_policy, "satfinite") && fi.element_max == (float)t->emax,
+       "  %d-bit elements, %d a group in %d byte(s), max %g, nan_policy satfinite (got %d, %d, %d, %g, %s)", t->bits, pack_n(t),
+       pack_bytes(t), t->emax, fi.element_bits, fi.element_pack, fi.element_pack_bytes, fi.element_max,
+       fi.nan_policy ? fi.nan_policy : "(null)");
+  }
+  bc_format_info fi;
+  bc_format_get_info(ctx, fmt("mxfp6_e2m3"), &fi);
+  ok(fi.element_pack == 4 && fi.element_pack_bytes == 3 && !strcmp(fi.nan_policy, "satfinite") && !strcmp(fi.element, "e2m3") &&
+     fi.block == BC_BLOCK_1D && fi.block_rows == 1 && fi.block_cols == 32 && !strcmp(fi.scale_type, "e8m0") &&
+     !strcmp(fi.scale_rule, "rceil") && fi.scale_bytes == 1 && fi.columnwise_transposed && fi.has_rowwise && fi.has_columnwise &&
+     !fi.two_level,
+     "mxfp6_e2m3: e2m3, 4 in 3 bytes, satfinite, 1x32 blocks, e8m0 rceil, columnwise transposed");
+  bc_format_get_info(ctx, fmt("mxfp6_e3m2"), &fi);
+  ok(fi.element_pack == 4 && fi.element_pack_bytes == 3 && !strcmp(fi.element, "e3m2") && fi.element_max == 28.0f &&
+     fi.block_cols == 32 && !strcmp(fi.scale_rule, "rceil") && fi.columnwise_transposed,
+     "mxfp6_e3m2: e3m2 (max 28), 4 in 3 bytes, 1x32 blocks, rceil, columnwise transposed");
+  bc_format_get_info(ctx, fmt("nvfp4"), &fi);
+  ok(fi.element_pack == 2 && fi.element_pack_bytes == 1, "nvfp4: 2 elements in 1 byte");
+  bc_format_get_info(ctx, fmt("mxfp8_e4m3"), &fi);
+  ok(fi.element_pack == 1 && fi.element_pack_bytes == 1, "mxfp8_e4m3: 1 element in 1 byte");
+}
+
+
 static void test_2d(void) {
   /* nvfp4_2d: a 16x16 block's scale repeated over its 16 rows; columnwise = exact transpose */
   const tfmt *t = &FMTS[6];
@@ -868,7 +1323,9 @@ static void check_props(const tfmt *t, const hp *x, const qbuf *b, int d, const 
           n++;
           if (isnan(xv)) cok = c == nan_code(t);
           else {
-            double tv = (double)xv / F, a = fabs(tv);
+            /* two-level: the encode factor 1 / (s * S_dec) is capped at FLT_MAX, so a block whose scale
+             * is 0 multiplies by FLT_MAX (a denormal there need not saturate) */
+            double tv = t->rule == R_TWO && F == 0 ? (double)xv * FLT_MAX : (double)xv / F, a = fabs(tv);
             int sgn = (c & (unsigned)sign_bit(t)) != 0;
             cok = sgn == (signbit(xv) != 0) && !isnan(cv);
             if (a >= pv[npv - 1]) cok = cok && fabs(cv) == pv[npv - 1];
@@ -908,6 +1365,7 @@ static void test_props(void) {
     const bc_format *f = fmt(t->name);
     for (int k = 0; k < 3; k++) {
       int64_t M = 130 + 2 * k, K = 290 - 4 * k;
+      if (pack_n(t) == 4) { M = 132 + 4 * k; K = 292 - 4 * k; } /* rows and cols hold whole 6-bit groups */
       hp x;
       hp_alloc(&x, dts[k], M, K, k == 1 ? K + 3 : 0);
       /* two-level: a 17-binade scale range under one global amax, so a narrower spread, no huge values */
@@ -988,7 +1446,7 @@ static void test_roundtrip(void) {
     const bc_format *f = fmt(t->name);
     for (int k = 0; k < 2; k++)
       for (int d = 0; d < 2; d++) {
-        int64_t M = 70, K = 260, vrows = d ? K : M, vcols = d ? M : K;
+        int64_t M = pack_n(t) == 4 ? 72 : 70, K = 260, vrows = d ? K : M, vcols = d ? M : K;
         int vbr = t->two_d ? t->blk : 1;
         hp x;
         hp_alloc(&x, dts[k], M, K, 0);
@@ -1009,7 +1467,7 @@ static void test_roundtrip(void) {
                 if (first) { cv = (rnd64() & 1) ? -t->emax : t->emax; first = 0; } /* the block amax: emax * F */
                 else {
                   unsigned c;
-                  do c = (unsigned)(rnd64() % (t->bits == 4 ? 16 : 256)); while (isnan(elem_value(t, c)) || isinf(elem_value(t, c)));
+                  do c = (unsigned)(rnd64() % (1u << t->bits)); while (isnan(elem_value(t, c)) || isinf(elem_value(t, c)));
                   cv = elem_value(t, c);
                 }
                 float v = (float)(cv * F);
@@ -1036,8 +1494,8 @@ static void test_roundtrip(void) {
             if (bits32(o[r * dc + c]) != bits32(xv) && !(xv == 0 && o[r * dc + c] == 0) && bad++ < 3)
               diag("%s dir %d (%lld, %lld): x %a, back %a", t->name, d, (long long)r, (long long)c, xv, o[r * dc + c]);
           }
-        ok(s == BC_OK && badscale == 0 && bad == 0, "%s %s %s [70, 260]: chosen scales found and x comes back exactly",
-           t->name, k ? "bf16" : "fp32", d ? "columnwise" : "rowwise");
+        ok(s == BC_OK && badscale == 0 && bad == 0, "%s %s %s [%lld, %lld]: chosen scales found and x comes back exactly",
+           t->name, k ? "bf16" : "fp32", d ? "columnwise" : "rowwise", (long long)M, (long long)K);
         if (badscale) diag("%lld block scales differ", (long long)badscale);
         free(o);
         free(want);
@@ -1100,6 +1558,28 @@ static void test_args(void) {
   ERR_HAS(bc_ref_quantize(ctx, &x.t, &q), BC_ERR_ARG, "cols is 63; expected a multiple of 2", "nvfp4 rowwise with odd cols");
   qfree(&b);
   hp_free(&x);
+
+  /* 6-bit: rows of whole groups of 4 */
+  hp_alloc(&x, BC_FP32, 6, 6, 0);
+  qalloc(&b, fmt("mxfp6_e3m2"), 8, 8, 1, 0, 0);
+  q = b.q; q.rows = 6; q.cols = 6;
+  ERR_HAS(bc_ref_quantize(ctx, &x.t, &q), BC_ERR_ARG,
+          "format 'mxfp6_e3m2' packs 4 6-bit elements in 3 byte(s), so its rowwise data rows must hold whole groups: cols is 6; "
+          "expected a multiple of 4",
+          "mxfp6_e3m2 rowwise [6, 6]");
+  ERR_HAS(bc_ref_dequantize(ctx, &q, BC_ROWWISE, &x.t), BC_ERR_ARG, "cols is 6; expected a multiple of 4", "mxfp6_e3m2 dequantize [6, 6]");
+  qfree(&b);
+  hp_free(&x);
+  hp_alloc(&x, BC_FP32, 6, 8, 0);
+  qalloc(&b, fmt("mxfp6_e2m3"), 8, 8, 2, 0, 0);
+  q = b.q; q.rows = 6;
+  ERR_HAS(bc_ref_quantize(ctx, &x.t, &q), BC_ERR_ARG, "its columnwise data rows must hold whole groups: rows is 6; expected a multiple of 4",
+          "mxfp6_e2m3 columnwise [6, 8]");
+  qfree(&b);
+  qalloc(&b, fmt("mxfp6_e2m3"), 6, 8, 1, 0, 0);
+  is_int(bc_ref_quantize(ctx, &x.t, &b.q), BC_OK, "mxfp6_e2m3 [6, 8] rowwise only: fine");
+  qfree(&b);
+  hp_free(&x);
 }
 
 int main(void) {
@@ -1109,6 +1589,9 @@ int main(void) {
   test_mxfp8_hand();
   test_fp8_block_hand();
   test_nvfp4_hand();
+  test_mxfp6_hand();
+  test_nan_policy();
+  test_format_info();
   test_2d();
   test_philox();
   test_sr();

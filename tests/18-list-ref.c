@@ -1,5 +1,6 @@
 /* 18-list-ref: the list and grouped calls without a GPU: the grouped layout (offsets by hand for
- * a per-tensor, a 1D, a 2D and a 4-bit format, compact and swizzled; each direction alone), the
+ * a per-tensor, a 1D, a 2D, a 4-bit and the 6-bit formats, compact and swizzled; groups that do
+ * not fill whole packing groups refused naming the group; each direction alone), the
  * CPU reference of grouped quantize against bc_ref_quantize of each group at those offsets
  * (0-row and 1-row groups, every format), and the argument errors of every list call, which
  * are checked before anything touches a GPU (messages name the entry). */
@@ -20,19 +21,35 @@ static size_t scale_bytes(const bc_format *f, int64_t r, int64_t c, bc_direction
   return L.scale_bytes;
 }
 
-static void layout_by_hand(const char *name, int swz) {
+/* elements per packing group and its bytes, as the element's width says (8-bit 1 / 1, 4-bit
+ * 2 / 1, 6-bit 4 / 3): a data row holds whole groups */
+static int pack_of(int bits) { return bits == 4 ? 2 : bits == 6 ? 4 : 1; }
+static int pack_bytes_of(int bits) { return bits == 6 ? 3 : 1; }
+
+/* groups of 3, 0, 1, 130 and 64 rows; with whole_groups, each a multiple of the packing group
+ * (4, 0, 4, 132, 64) so that the columnwise (transposed) data of sub-byte formats holds them */
+static void layout_by_hand(const char *name, int swz, int whole_groups) {
   const bc_format *f;
   bc_format_get(ctx, name, &f);
   bc_format_info fi;
   bc_format_get_info(ctx, f, &fi);
-  const int64_t gr[] = { 3, 0, 1, 130, 64 };
+  const int pk = pack_of(fi.element_bits), pb = pack_bytes_of(fi.element_bits);
+  if (!ok(fi.element_pack == pk && fi.element_pack_bytes == pb, "%s: %d-bit elements, %d a packing group in %d byte(s) (got %d, %d)",
+          name, fi.element_bits, pk, pb, fi.element_pack, fi.element_pack_bytes))
+    return;
+  const int64_t gr0[] = { 3, 0, 1, 130, 64 }, grw[] = { 4, 0, 4, 132, 64 };
+  const int64_t *gr = whole_groups ? grw : gr0;
   const int64_t G = 5, K = 96;
   bc_group_offsets off[6];
   int dirs = BC_ROWWISE | (fi.has_columnwise ? BC_COLUMNWISE : 0);
   bc_status st = bc_grouped_layout(ctx, f, G, gr, K, dirs, swz, off);
-  if (fi.element_bits == 4 && fi.has_columnwise) {
-    ok(st == BC_ERR_ARG && strstr(bc_last_error(ctx), "group 0") && strstr(bc_last_error(ctx), "multiple of 2"),
-       "%s: an odd group for 4-bit columnwise data names the group: %s", name, bc_last_error(ctx));
+  if (pk > 1 && fi.has_columnwise && fi.columnwise_transposed && !whole_groups) {
+    char why[64];
+    snprintf(why, sizeof why, "rows is 3; expected a multiple of %d", pk);
+    ok(st == BC_ERR_ARG && strstr(bc_last_error(ctx), "group 0") && strstr(bc_last_error(ctx), why) &&
+       strstr(bc_last_error(ctx), "columnwise data rows must hold whole groups"),
+       "%s: a group of 3 rows for %d-bit columnwise data (groups of %d) names the group: %s", name, fi.element_bits, pk,
+       bc_last_error(ctx));
     dirs = BC_ROWWISE;
     st = bc_grouped_layout(ctx, f, G, gr, K, dirs, swz, off);
   }
@@ -45,28 +62,34 @@ static void layout_by_hand(const char *name, int swz) {
   for (int64_t g = 0; g < G; g++) {
     good &= off[g].rowwise_data == rd && off[g].rowwise_scale_inv == rs && off[g].columnwise_data == cd &&
             off[g].columnwise_scale_inv == cs;
-    rd += (size_t)(gr[g] * K * fi.element_bits / 8);
+    rd += (size_t)(gr[g] * K / pk * pb); /* K is a multiple of every packing group */
     if (fi.block == BC_BLOCK_TENSOR) rs += 4;
     else if (gr[g]) rs += scale_bytes(f, gr[g], K, BC_ROWWISE, swz);
     if (dirs & BC_COLUMNWISE) {
-      cd += (size_t)(gr[g] * K * fi.element_bits / 8);
+      cd += (size_t)(gr[g] * K / pk * pb);
       if (fi.block == BC_BLOCK_TENSOR) cs += 4;
       else if (gr[g]) cs += scale_bytes(f, gr[g], K, BC_COLUMNWISE, swz);
     }
   }
   good &= off[G].rowwise_data == rd && off[G].rowwise_scale_inv == rs && off[G].columnwise_data == cd &&
           off[G].columnwise_scale_inv == cs;
-  ok(good, "%s%s: grouped offsets = the sums of each group's own layout (rowwise data %zu = the whole tensor's, scales %zu)", name,
-     swz ? " swizzled" : "", rd, rs);
+  ok(good, "%s%s%s: grouped offsets = the sums of each group's own layout (rowwise data %zu = the whole tensor's, scales %zu%s)", name,
+     swz ? " swizzled" : "", whole_groups ? " [4, 0, 4, 132, 64]" : "", rd, rs, dirs & BC_COLUMNWISE ? "; columnwise too" : "");
 }
 
 /* grouped reference == bc_ref_quantize of each group at its offsets */
 static void grouped_ref(const bc_format *f, int swz) {
   bc_format_info fi;
   bc_format_get_info(ctx, f, &fi);
-  int four = fi.element_bits == 4;
-  const int64_t gr[] = { 2, 0, four ? 2 : 1, 34, 0, 66 };
-  const int64_t G = 6, K = four ? 70 : 67;
+  /* rows and cols hold whole packing groups (1, 2 or 4 elements): groups of 2, 0, 1, 34, 0, 66 rows
+   * and 67 cols for 8-bit, 2, 0, 2, 34, 0, 66 and 70 for 4-bit, 4, 0, 4, 36, 0, 68 and 68 for 6-bit */
+  const int pk = fi.element_pack;
+  if (pk != pack_of(fi.element_bits)) {
+    ok(0, "%s: element_pack %d for %d-bit elements", fi.name, pk, fi.element_bits);
+    return;
+  }
+  const int64_t gr[] = { pk == 4 ? 4 : 2, 0, pk, pk == 4 ? 36 : 34, 0, pk == 4 ? 68 : 66 };
+  const int64_t G = 6, K = pk == 1 ? 67 : pk == 2 ? 70 : 68;
   int64_t R = 0;
   for (int g = 0; g < G; g++) R += gr[g];
   int dirs = BC_ROWWISE | (fi.has_columnwise ? BC_COLUMNWISE : 0);
@@ -124,8 +147,9 @@ static void grouped_ref(const bc_format *f, int swz) {
     }
     r0 += gr[g];
   }
-  ok(st == BC_OK && st2 == BC_OK && memcmp(a, b, all) == 0, "%s%s: bc_ref_quantize_grouped (%lld groups, 0 and 1 rows among them) == "
-     "each group alone at its offsets%s%s", fi.name, swz ? " swizzled" : "", (long long)G, st ? ": " : "", st ? bc_last_error(ctx) : "");
+  ok(st == BC_OK && st2 == BC_OK && memcmp(a, b, all) == 0, "%s%s: bc_ref_quantize_grouped (%lld groups, 0 and %d rows among them, %lld cols) == "
+     "each group alone at its offsets%s%s", fi.name, swz ? " swizzled" : "", (long long)G, pk, (long long)K, st ? ": " : "",
+     st ? bc_last_error(ctx) : (st2 ? bc_last_error(ctx) : ""));
   free(a);
   free(b);
   free(x);
@@ -133,17 +157,45 @@ static void grouped_ref(const bc_format *f, int swz) {
 
 int main(void) {
   if (bc_ctx_create(&ctx, NULL, 0) != BC_OK) { printf("Bail out! no context\n"); return 1; }
-  layout_by_hand("fp8_e4m3_tensor", 0);
-  layout_by_hand("mxfp8_e4m3", 0);
-  layout_by_hand("mxfp8_e4m3", 1);
-  layout_by_hand("fp8_block_128x128", 0);
-  layout_by_hand("nvfp4", 1);
+  layout_by_hand("fp8_e4m3_tensor", 0, 0);
+  layout_by_hand("mxfp8_e4m3", 0, 0);
+  layout_by_hand("mxfp8_e4m3", 1, 0);
+  layout_by_hand("fp8_block_128x128", 0, 0);
+  layout_by_hand("nvfp4", 1, 0);
+  layout_by_hand("nvfp4", 0, 1);
+  layout_by_hand("mxfp4", 0, 0);
+  layout_by_hand("mxfp6_e3m2", 0, 0);
+  layout_by_hand("mxfp6_e3m2", 1, 1);
+  layout_by_hand("mxfp6_e2m3", 1, 0);
+  layout_by_hand("mxfp6_e2m3", 0, 1);
+  /* every format the context knows; the 6-bit ones by name too, so that they cannot be skipped */
+  static const char *const must[] = { "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4", "nvfp4" };
+  int seen[4] = { 0 };
   for (size_t i = 0; i < bc_format_count(ctx); i++) {
     const bc_format *f = bc_format_at(ctx, i);
     bc_format_info fi;
     bc_format_get_info(ctx, f, &fi);
+    for (int k = 0; k < 4; k++) seen[k] |= !strcmp(fi.name, must[k]);
     grouped_ref(f, 0);
     if (fi.block != BC_BLOCK_TENSOR) grouped_ref(f, 1);
+  }
+  ok(seen[0] && seen[1] && seen[2] && seen[3], "the grouped reference ran for mxfp6_e3m2, mxfp6_e2m3, mxfp4 and nvfp4");
+  /* a group whose columnwise data rows are not whole 6-bit groups: even is not enough */
+  {
+    const bc_format *f6;
+    bc_format_get(ctx, "mxfp6_e2m3", &f6);
+    int64_t g6[3] = { 4, 6, 8 };
+    is_int(bc_grouped_layout(ctx, f6, 3, g6, 32, BC_COLUMNWISE, 0, (bc_group_offsets[4]){ 0 }), BC_ERR_ARG,
+           "grouped_layout mxfp6_e2m3 columnwise: a group of 6 rows");
+    is_str_has(bc_last_error(ctx),
+               "group 1: format 'mxfp6_e2m3' packs 4 6-bit elements in 3 byte(s), so its columnwise data rows must hold whole groups: "
+               "rows is 6; expected a multiple of 4",
+               "  names group 1, the packing and the multiple");
+    is_int(bc_grouped_layout(ctx, f6, 3, g6, 32, BC_ROWWISE, 0, (bc_group_offsets[4]){ 0 }), BC_OK,
+           "  rowwise only: fine (the rows are 32 elements)");
+    is_int(bc_grouped_layout(ctx, f6, 3, g6, 30, BC_ROWWISE, 0, (bc_group_offsets[4]){ 0 }), BC_ERR_ARG,
+           "grouped_layout mxfp6_e2m3 rowwise with 30 cols");
+    is_str_has(bc_last_error(ctx), "rowwise data rows must hold whole groups: cols is 30; expected a multiple of 4", "  names cols");
   }
 
   /* argument errors, all before any GPU work */

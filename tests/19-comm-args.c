@@ -85,6 +85,27 @@ static void local_and_collectives(void) {
   qr.rows = 8;
   ERR_HAS(bc_all_gather(ctx, c[0], &x, rows1, &qr, NULL), BC_ERR_ARG, "out has 8 rows but the ranks' rows sum to 4",
           "all_gather out rows");
+  /* formats the collectives' kernels do not take: 6-bit elements, blocks marked by NaN */
+  const bc_format *m6, *nb = NULL;
+  bc_format_get(ctx, "mxfp6_e2m3", &m6);
+  bc_qtensor q6 = { m6, 4, 64, fake, fake, NULL, NULL, NULL, NULL, 0, 0, 0, 0 };
+  ERR_HAS(bc_all_gather(ctx, c[0], &x, rows1, &q6, NULL), BC_ERR_UNSUPPORTED,
+          "bc_all_gather: format 'mxfp6_e2m3' has 6-bit elements; the collectives take formats of 8- or 4-bit elements",
+          "all_gather refuses 6-bit elements");
+  {
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/bc-nanblock-%ld.lua", (long)getpid());
+    FILE *fp = fopen(path, "wb");
+    fputs("name = \"mxfp8_nanblock\"\ndescription = \"t\"\nelement = \"e4m3\"\nblock = { rows = 1, cols = 32 }\n"
+          "scale = { type = \"e8m0\", rule = \"rceil\" }\nnan_policy = \"scale_nan\"\n"
+          "rowwise = { layout = \"rowmajor\", scale_layout = { order = \"rowmajor\", pad_rows = 128, pad_cols = 4 } }\n", fp);
+    fclose(fp);
+    is_int(bc_format_load(ctx, path, &nb), BC_OK, "a scale_nan spec loads");
+    unlink(path);
+  }
+  bc_qtensor qn = { nb, 4, 64, fake, fake, NULL, NULL, NULL, NULL, 0, 0, 0, 0 };
+  ERR_HAS(bc_all_gather(ctx, c[0], &x, rows1, &qn, NULL), BC_ERR_UNSUPPORTED,
+          "format 'mxfp8_nanblock' marks blocks holding NaN (nan_policy \"scale_nan\")", "all_gather refuses scale_nan");
   ERR_HAS(bc_all_gather_quantized(ctx, c[0], NULL, rows1, &q, NULL), BC_ERR_ARG, "'xq' is NULL", "all_gather_quantized NULL xq");
   bc_qtensor xq = { f8, 4, 64, fake, fake, NULL, NULL, fake, fake, 0, 0, 0, 0 };
   ERR_HAS(bc_all_gather_quantized(ctx, c[0], &xq, rows1, &q, NULL), BC_ERR_ARG, "xq's format is not out's",
@@ -148,7 +169,17 @@ static void local_and_collectives(void) {
     bs = sh[1];
     bs.len = 5;
     ERR_HAS(bc_shard_cast(ctx, c[0], 2, (bc_shard[2]){ sh[0], bs }, (bc_qtensor[2]){ sq[0], bq }, NULL), BC_ERR_ARG,
-            "bc_shard_cast: weight 1: format 'mxfp4' packs 2 4-bit elements per byte", "shard_cast 4-bit odd columns");
+            "bc_shard_cast: weight 1: format 'mxfp4' packs 2 4-bit elements in 1 byte(s)", "shard_cast 4-bit odd columns");
+    {
+      const bc_format *m6;
+      bc_format_get(ctx, "mxfp6_e3m2", &m6);
+      bq = sq[1];
+      bq.format = m6;
+      ERR_HAS(bc_shard_cast(ctx, c[0], 2, sh, (bc_qtensor[2]){ sq[0], bq }, NULL), BC_ERR_UNSUPPORTED,
+              "bc_shard_cast: weight 1: format 'mxfp6_e3m2' has 6-bit elements", "shard_cast refuses 6-bit elements");
+      ERR_HAS(bc_shard_finish(ctx, 2, (bc_qtensor[2]){ sq[0], bq }, NULL), BC_ERR_UNSUPPORTED,
+              "bc_shard_finish: weight 1: format 'mxfp6_e3m2' has 6-bit elements", "shard_finish refuses 6-bit elements");
+    }
     bq = sq[1];
     bq.format = b2;
     bq.rows = bq.cols = 128;

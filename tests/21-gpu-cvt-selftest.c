@@ -45,10 +45,10 @@ int main(void) {
   bc_ctx *ctx;
   char err[1024];
   if (bc_ctx_create(&ctx, err, sizeof err) != BC_OK) { printf("Bail out! %s\n", err); return 1; }
-  const char *elems[] = { "e4m3", "e5m2", "e2m1" };
+  const char *elems[] = { "e4m3", "e5m2", "e2m1", "e3m2", "e2m3" };
   unsigned long long count = 0, nbad;
   uint32_t hex[48];
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < (int)(sizeof elems / sizeof *elems); i++) {
     char name[64];
     snprintf(name, sizeof name, "bc_selftest_cvt_%s", elems[i]);
     nbad = run_selftest(ctx, name, &count, hex);

@@ -21,6 +21,9 @@
 
 static bc_ctx *ctx;
 
+/* a shape for the format's packing group: 8-bit (1 element), 4-bit (2), 6-bit (4) */
+#define SH(info, n8, n4, n6) ((info).element_pack == 4 ? (n6) : (info).element_pack == 2 ? (n4) : (n8))
+
 typedef struct side {
   bc_qlayout lay;
   uint8_t *d_data, *d_scale;  /* device */
@@ -329,12 +332,14 @@ int main(void) {
   /* BC_TEST_MAX_ELEMS=N (runs under compute-sanitizer): the format x shape cases up to N elements */
   const long long max_elems = getenv("BC_TEST_MAX_ELEMS") ? atoll(getenv("BC_TEST_MAX_ELEMS")) : 0;
   if (max_elems) diag("BC_TEST_MAX_ELEMS: shapes up to %lld elements", max_elems);
-  const char *fmts[] = { "fp8_block_1x128", "fp8_block_128x128", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp4", "nvfp4", "nvfp4_2d" };
+  const char *fmts[] = { "fp8_block_1x128", "fp8_block_128x128", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp4", "nvfp4", "nvfp4_2d",
+                         "mxfp6_e3m2", "mxfp6_e2m3" };
   const int nf = (int)(sizeof fmts / sizeof *fmts);
-  /* shapes: the issue's list, and one with rows shorter than 8 elements; 4-bit formats need even
-   * rows (transposed columnwise) and cols */
+  /* shapes: the issue's list, and one with rows shorter than 8 elements; sub-byte formats need rows
+   * (transposed columnwise) and cols that are whole packing groups: 2 elements (4-bit), 4 (6-bit) */
   int64_t shapes8[][2] = { { 1, 1 }, { 33, 65 }, { 127, 129 }, { 256, 512 }, { 4096, 4096 }, { 8191, 8193 }, { 5, 3 } };
   int64_t shapes4[][2] = { { 2, 2 }, { 34, 66 }, { 126, 130 }, { 256, 512 }, { 4096, 4096 }, { 8190, 8194 }, { 6, 2 } };
+  int64_t shapes6[][2] = { { 4, 4 }, { 36, 68 }, { 124, 132 }, { 256, 512 }, { 4096, 4096 }, { 8188, 8196 }, { 12, 4 } };
   const int ns = 7; /* the last: rows shorter than a slot of 8 (a flat slot spans several rows) */
   /* BC_TEST_FORMATS=a,b (to split the tier over processes): only those formats; the tests after
    * the per-format loop (NVFP4 stochastic rounding, tuning override, FLOOR spec) with nvfp4 */
@@ -356,8 +361,8 @@ int main(void) {
     bc_format_info info;
     bc_format_get_info(ctx, f, &info);
     for (int si = 0; si < ns; si++) {
-      int64_t r = info.element_bits == 4 ? shapes4[si][0] : shapes8[si][0];
-      int64_t c = info.element_bits == 4 ? shapes4[si][1] : shapes8[si][1];
+      int64_t r = SH(info, shapes8[si][0], shapes4[si][0], shapes6[si][0]);
+      int64_t c = SH(info, shapes8[si][1], shapes4[si][1], shapes6[si][1]);
       int big = r * c >= 4096LL * 4096;
       for (int dt = 0; dt < 3; dt++) {
         if (quick && big && dt != BC_BF16) continue;
@@ -380,29 +385,30 @@ int main(void) {
       opts o = { 0 };
       o.swz = 1;
       o.deq = 1;
-      run_case(f, BC_BF16, info.element_bits == 4 ? 126 : 127, info.element_bits == 4 ? 130 : 129, dirs, o, NULL);
+      run_case(f, BC_BF16, SH(info, 127, 126, 124), SH(info, 129, 130, 132), dirs, o, NULL);
       run_case(f, BC_FP32, 256, 512, dirs, o, NULL);
     }
     /* strided outputs: aligned codes + unaligned output rows, unaligned codes + aligned output
      * rows with a short last slot, both unaligned */
     {
-      int four = info.element_bits == 4;
       deq_stride_case(f, BC_BF16, 256, 512, 3);
       deq_stride_case(f, BC_FP32, 256, 512, 1);
-      deq_stride_case(f, BC_BF16, four ? 84 : 81, 84, 4);
-      deq_stride_case(f, BC_FP16, four ? 66 : 65, four ? 70 : 67, 5);
+      deq_stride_case(f, BC_BF16, SH(info, 81, 84, 84), 84, 4);
+      deq_stride_case(f, BC_FP16, SH(info, 65, 66, 68), SH(info, 67, 70, 68), 5);
     }
     swizzle_case(f, 300, 520, BC_ROWWISE);
     swizzle_case(f, 300, 520, BC_COLUMNWISE);
     /* a shape the format cannot hold */
-    if (info.element_bits == 4) {
+    if (info.element_pack > 1) {
       bc_qlayout l;
-      bc_status s = bc_qtensor_layout(ctx, f, 4, 7, BC_ROWWISE, 0, &l);
-      ok(s == BC_ERR_ARG && strstr(bc_last_error(ctx), "cols") && strstr(bc_last_error(ctx), "multiple of 2"),
-         "%s: [4, 7] rowwise refused, naming cols and the multiple: %s", info.name, bc_last_error(ctx));
-      s = bc_qtensor_layout(ctx, f, 7, 4, BC_COLUMNWISE, 0, &l);
-      ok(s == BC_ERR_ARG && strstr(bc_last_error(ctx), "rows") && strstr(bc_last_error(ctx), "multiple of 2"),
-         "%s: [7, 4] columnwise refused, naming rows and the multiple: %s", info.name, bc_last_error(ctx));
+      char mult[32];
+      snprintf(mult, sizeof mult, "multiple of %d", info.element_pack);
+      bc_status s = bc_qtensor_layout(ctx, f, 4, 6 + info.element_pack + 1, BC_ROWWISE, 0, &l);
+      ok(s == BC_ERR_ARG && strstr(bc_last_error(ctx), "cols") && strstr(bc_last_error(ctx), mult),
+         "%s: [4, %d] rowwise refused, naming cols and the multiple: %s", info.name, 6 + info.element_pack + 1, bc_last_error(ctx));
+      s = bc_qtensor_layout(ctx, f, 6 + info.element_pack + 1, 4, BC_COLUMNWISE, 0, &l);
+      ok(s == BC_ERR_ARG && strstr(bc_last_error(ctx), "rows") && strstr(bc_last_error(ctx), mult),
+         "%s: [%d, 4] columnwise refused, naming rows and the multiple: %s", info.name, 6 + info.element_pack + 1, bc_last_error(ctx));
     }
     /* two-level: the cast with a given (e.g. all-reduced) global amax */
     if (info.two_level) {
@@ -462,6 +468,54 @@ int main(void) {
     }
     unsetenv("BLOCKCAST_TUNING");
     unlink(tpath);
+  }
+
+  /* formats that exist only as specs, loaded at run time and compiled by NVRTC: nan_policy
+   * "scale_nan" for an e8m0 (RCEIL), a two-level ue4m3 and an fp32-scaled format; MXFP6 with the
+   * other packing order and the FLOOR rule */
+  {
+    static const char *const specs[] = {
+      "name = \"mxfp4_nanblock\"\ndescription = \"MXFP4, NaN marks the block\"\nelement = \"e2m1\"\n"
+      "block = { rows = 1, cols = 32 }\nscale = { type = \"e8m0\", rule = \"rceil\" }\npacking = \"low_first\"\n"
+      "nan_policy = \"scale_nan\"\n"
+      "rowwise = { layout = \"rowmajor\", scale_layout = { order = \"rowmajor\", pad_rows = 128, pad_cols = 4 } }\n"
+      "columnwise = { layout = \"transposed\", scale_layout = { order = \"rowmajor\", pad_rows = 128, pad_cols = 4 } }\n",
+      "name = \"nvfp4_nanblock\"\ndescription = \"NVFP4, NaN marks the block\"\nelement = \"e2m1\"\n"
+      "block = { rows = 1, cols = 16 }\nscale = { type = \"ue4m3\", rule = \"two_level\" }\npacking = \"low_first\"\n"
+      "nan_policy = \"scale_nan\"\n"
+      "rowwise = { layout = \"rowmajor\", scale_layout = { order = \"rowmajor\", pad_rows = 128, pad_cols = 4 } }\n"
+      "columnwise = { layout = \"transposed\", scale_layout = { order = \"rowmajor\", pad_rows = 128, pad_cols = 4 } }\n",
+      "name = \"fp8_1x128_nanblock\"\ndescription = \"FP8 1x128, NaN marks the block\"\nelement = \"e4m3\"\n"
+      "block = { rows = 1, cols = 128 }\nscale = { type = \"fp32\", rule = \"amax\" }\nnan_policy = \"scale_nan\"\n"
+      "rowwise = { layout = \"rowmajor\", scale_layout = { order = \"rowmajor\" } }\n"
+      "columnwise = { layout = \"transposed\", scale_layout = { order = \"rowmajor\" } }\n",
+      "name = \"mxfp6_e2m3_hf_floor\"\ndescription = \"MXFP6 e2m3, high_first, FLOOR\"\nelement = \"e2m3\"\n"
+      "block = { rows = 1, cols = 32 }\nscale = { type = \"e8m0\", rule = \"floor\" }\npacking = \"high_first\"\n"
+      "rowwise = { layout = \"rowmajor\", scale_layout = { order = \"rowmajor\", pad_rows = 128, pad_cols = 4 } }\n"
+      "columnwise = { layout = \"transposed\", scale_layout = { order = \"rowmajor\", pad_rows = 128, pad_cols = 4 } }\n",
+    };
+    for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+      char path[256];
+      snprintf(path, sizeof path, "/tmp/bc-spec-%ld-%zu.lua", (long)getpid(), i);
+      FILE *fp = fopen(path, "wb");
+      fputs(specs[i], fp);
+      fclose(fp);
+      const bc_format *sf = NULL;
+      is_int(bc_format_load(ctx, path, &sf), BC_OK, "spec %zu loads at run time: %s", i, sf ? "" : bc_last_error(ctx));
+      unlink(path);
+      if (!sf) continue;
+      bc_format_info si;
+      bc_format_get_info(ctx, sf, &si);
+      for (int dirs = 1; dirs <= 3; dirs++) {
+        opts o = { 0 };
+        o.deq = 1;
+        run_case(sf, BC_BF16, SH(si, 127, 126, 124), SH(si, 129, 130, 132), dirs, o, NULL);
+        o.kind = 1;
+        run_case(sf, BC_FP32, 64, 96, dirs, o, NULL);
+        o.kind = 0;
+        run_case(sf, BC_FP16, 256, 512, dirs, o, NULL);
+      }
+    }
   }
 
   /* the FLOOR rule (OCP reference) as a spec option, loaded at run time and compiled by NVRTC */

@@ -49,17 +49,18 @@ typedef struct tcase {
   size_t rd_n, rs_n, cd_n, cs_n, ro_n, co_n;
 } tcase;
 
-static void pick_shape(tcase *t, int small, int four_bit) {
+static int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+/* pack: the format's packing group (rows and cols made whole groups) */
+static void pick_shape(tcase *t, int small, int pack) {
   int k = (int)(next32() % 20);
   if (k == 0) t->rows = 0, t->cols = urand(1, 64);
   else if (k == 1) t->rows = 1, t->cols = 1;
   else if (k == 2 && !small) t->rows = urand(500, 1500), t->cols = urand(500, 1500);
   else if (k == 3) t->rows = urand(1, 4), t->cols = urand(1, 600);
   else t->rows = urand(1, small ? 80 : 300), t->cols = urand(1, small ? 80 : 300);
-  if (four_bit) {
-    t->rows += t->rows & 1;
-    t->cols += t->cols & 1;
-  }
+  t->rows = round_up(t->rows, pack);
+  t->cols = round_up(t->cols, pack);
 }
 
 static size_t lay_bytes(const bc_format *f, int64_t r, int64_t c, bc_direction d, int swz, size_t *scale) {
@@ -76,7 +77,7 @@ static void plan_case(tcase *t, const bc_format *f, int small, arena *in, arena 
   memset(t, 0, sizeof *t);
   t->f = f;
   bc_format_get_info(ctx, f, &t->fi);
-  pick_shape(t, small, t->fi.element_bits == 4);
+  pick_shape(t, small, t->fi.element_pack);
   t->dt = (bc_dtype)(next32() % 3);
   t->odt = (bc_dtype)(next32() % 3);
   int dirs = (int)(next32() % 3) + 1; /* 1 row, 2 col, 3 both */
@@ -89,7 +90,7 @@ static void plan_case(tcase *t, const bc_format *f, int small, arena *in, arena 
   size_t mis_in = (next32() % 5 == 0) ? es : 0;
   t->x_off = take(in, (size_t)(t->rows ? (t->rows - 1) * t->ld + t->cols : 0) * es + 16, mis_in);
   t->rd = t->rs = t->cd = t->cs = t->ro = t->co = SIZE_MAX;
-  int64_t r = t->rows ? t->rows : (t->fi.element_bits == 4 ? 2 : 1);
+  int64_t r = t->rows ? t->rows : t->fi.element_pack;
   if (t->rw) {
     t->rd_n = lay_bytes(f, r, t->cols, BC_ROWWISE, t->swz, &t->rs_n);
     t->rd = take(out, t->rd_n, (next32() % 4 == 0) ? urand(1, 15) : 0);
@@ -394,16 +395,16 @@ static void uniform_launches(const bc_format *f) {
 static void run_grouped(const bc_format *f, int swz, int dirs) {
   bc_format_info fi;
   bc_format_get_info(ctx, f, &fi);
-  int four = fi.element_bits == 4;
-  int64_t groups = urand(1, 24), cols = four ? 2 * urand(1, 200) : urand(1, 400);
+  const int64_t pk = fi.element_pack;
+  int64_t groups = urand(1, 24), cols = pk * urand(1, 400 / pk);
   int64_t *gr = malloc((size_t)groups * sizeof *gr), rows = 0;
   for (int64_t g = 0; g < groups; g++) {
     int k = (int)(next32() % 6);
     gr[g] = k == 0 ? 0 : k == 1 ? 1 : urand(2, 300);
-    if (four && (dirs & 2)) gr[g] += gr[g] & 1;
+    if (dirs & 2) gr[g] = round_up(gr[g], pk);
     rows += gr[g];
   }
-  if (rows == 0) gr[0] = rows = 2;
+  if (rows == 0) gr[0] = rows = 2 * pk;
   bc_group_offsets *off = malloc((size_t)(groups + 1) * sizeof *off);
   int rw = (dirs & 1) && fi.has_rowwise, cw = (dirs & 2) && fi.has_columnwise;
   bc_status st = bc_grouped_layout(ctx, f, groups, gr, cols, (rw ? BC_ROWWISE : 0) | (cw ? BC_COLUMNWISE : 0), swz, off);

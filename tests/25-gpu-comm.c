@@ -438,6 +438,7 @@ static void gather_matrix(void) {
     const bc_format *f = bc_format_at(ctx, fi);
     bc_format_info info;
     bc_format_get_info(ctx, f, &info);
+    if (!comm_takes(&info)) continue; /* refused, named: 19-comm-args */
     for (int w = 0; w < 4; w++) {
       bc_comm *comms[8];
       if (bc_comm_create_local(ctx, Ws[w], comms) != BC_OK) {

@@ -330,6 +330,7 @@ static void exactness(void) {
     const bc_format *f = bc_format_at(ctx, fi);
     bc_format_info info;
     bc_format_get_info(ctx, f, &info);
+    if (!comm_takes(&info)) continue; /* refused, named: 19-comm-args */
     for (int k = 0; k < 3; k++) {
       int W = Ws[k];
       for (int trial = 0; trial < 3; trial++) {

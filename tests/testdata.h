@@ -4,6 +4,7 @@
 #define BC_TEST_TESTDATA_H
 #include <stdint.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "blockcast.h"
 #include "tap.h"
@@ -54,6 +55,12 @@ static inline void fill(void *buf, bc_dtype dt, size_t n, int kind) {
       ((uint16_t *)buf)[i] = b;
     }
   }
+}
+
+/* whether the collectives and the sharded cast take a format (runtime/comm: bci_comm_format_ok):
+ * 8- or 4-bit elements, and block amaxes that ignore NaN (nan_policy "satfinite") */
+static inline int comm_takes(const bc_format_info *i) {
+  return (i->element_bits == 8 || i->element_bits == 4) && strcmp(i->nan_policy, "scale_nan") != 0;
 }
 
 static inline int first_diff_report(const char *what, const void *got, const void *want, size_t n) {

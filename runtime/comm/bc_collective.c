@@ -231,6 +231,8 @@ static bc_status make_plan(bc_ctx *ctx, const char *fn, bc_comm *comm, const int
   if (p->M == 0) return bci_fail(ctx, BC_ERR_ARG, "%s: the ranks' rows add up to 0; expected a tensor of at least one row", fn);
   p->want_row = out->rowwise_data != NULL;
   p->want_col = out->columnwise_data != NULL;
+  bc_status fs = bci_comm_format_ok(ctx, fn, NULL, 0, f);
+  if (fs != BC_OK) return fs;
   const int bits = f->elem.bits;
   p->rb = (size_t)(p->K * bits / 8);
   p->cb = p->rb;

@@ -52,6 +52,10 @@ BCI_HIDDEN bc_status bci_comm_gatherv(bc_ctx *ctx, bc_comm *comm, const char *si
                                       const bci_gather_job *jobs, void *stream);
 /* the argument check of a call with no communication of its own before its first collective
  * (local: free, at the first rendezvous; NCCL: only with comm->check) */
+/* The collectives' kernels (comm_*, shard_*) pack 8- and 4-bit codes and take block amaxes that
+ * ignore NaN: formats of other element widths or with nan_policy "scale_nan" are refused, naming
+ * fn, the entry (what, i; what NULL: no entry) and the format. */
+BCI_HIDDEN bc_status bci_comm_format_ok(bc_ctx *ctx, const char *fn, const char *what, int64_t i, const bc_format *f);
 BCI_HIDDEN bc_status bci_comm_check_args(bc_ctx *ctx, bc_comm *comm, const char *fn, const char *sig, void *stream);
 
 /* the agreement check of a call whose own argument checks gave s: a rank that failed takes part

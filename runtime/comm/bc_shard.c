@@ -88,6 +88,7 @@ static bc_status check_entry(bc_ctx *ctx, int64_t i, const bc_shard *sh, const b
   bc_status s = bci_check_format(ctx, q->format, "q->format");
   if (s != BC_OK) return bci_fail_entry(ctx, s, FN, what, i);
   const bc_format *f = q->format;
+  if ((s = bci_comm_format_ok(ctx, FN, what, i, f)) != BC_OK) return s;
   if (q->rows < 1 || q->cols < 1 || q->rows > BCI_MAX_ELEMS / q->cols)
     return bci_fail(ctx, BC_ERR_ARG, "%s: weight %lld: q is [%lld, %lld]; expected the whole weight's shape (at least 1 x 1)", FN,
                     (long long)i, (long long)q->rows, (long long)q->cols);
@@ -521,6 +522,7 @@ bc_status bc_shard_finish(bc_ctx *ctx, int64_t n, const bc_qtensor *q, void *str
       break;
     }
     const bc_format *f = e->format;
+    if ((s = bci_comm_format_ok(ctx, fn, "weight", i, f)) != BC_OK) break;
     if (f->block == BC_BLOCK_1D || !e->columnwise_data) continue; /* nothing to build: bc_shard_cast writes 1D columnwise data */
     if (!e->rowwise_data || !e->rowwise_scale_inv || !e->columnwise_scale_inv) {
       s = bci_fail(ctx, BC_ERR_ARG, "%s: weight %lld: q needs rowwise_data and rowwise_scale_inv (the gathered rowwise copy) and "

@@ -51,7 +51,12 @@ struct bc_format {
   char scale_type[32];     /* "fp32" or the scale element's name */
   int scale_bytes;
   bci_element selem;       /* the scale element (rceil/floor/two_level) */
-  int pack_high_first;     /* 4-bit data: element 2j in the high nibble */
+  /* packing of sub-byte elements (gen/formats.lua: pack_group): a data row is groups of
+   * pack_group_elems elements in pack_group_bytes bytes; in a group read as a little-endian
+   * integer element k is at bits [k b, (k+1) b), or [(n-1-k) b, (n-k) b) when pack_high_first */
+  int pack_high_first;
+  int pack_group_elems, pack_group_bytes;
+  int nan_scale;           /* nan_policy "scale_nan": a NaN input makes its block's scale NaN */
   int sr_allowed;
   bci_dir_spec dir[2];     /* rowwise, columnwise */
 };

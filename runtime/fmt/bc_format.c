@@ -108,5 +108,8 @@ bc_status bc_format_get_info(bc_ctx *ctx, const bc_format *fmt, bc_format_info *
   info->scale_bytes = fmt->scale_bytes;
   info->two_level = fmt->rule == BCI_RULE_TWO_LEVEL;
   info->stochastic_rounding = fmt->sr_allowed;
+  info->element_pack = fmt->pack_group_elems;
+  info->element_pack_bytes = fmt->pack_group_bytes;
+  info->nan_policy = fmt->nan_scale ? "scale_nan" : "satfinite";
   return BC_OK;
 }

@@ -33,15 +33,14 @@ bc_status bci_geom_get(bc_ctx *ctx, const char *fn, const bc_format *f, int64_t 
   g->data_is_view = transposed;
   g->drows = transposed ? g->vrows : g->vcols;
   g->dcols = transposed ? g->vcols : g->vrows;
-  int bits = f->elem.bits;
-  if ((g->dcols * bits) % 8) {
-    int mult = 8 / bits;
+  int bits = f->elem.bits, mult = f->pack_group_elems > 0 ? f->pack_group_elems : 1;
+  if (g->dcols % mult) {
     /* data rows run along the input's columns, except for transposed columnwise data */
     const char *dim = (col && transposed) ? "rows" : "cols";
     return bci_fail(ctx, BC_ERR_ARG,
-                    "%s: format '%s' packs %d %d-bit elements per byte, so its %s data rows must hold whole bytes: %s is "
+                    "%s: format '%s' packs %d %d-bit elements in %d byte(s), so its %s data rows must hold whole groups: %s is "
                     "%lld; expected a multiple of %d",
-                    fn, f->name, mult, bits, dn, dim, (long long)g->dcols, mult);
+                    fn, f->name, mult, bits, f->pack_group_bytes, dn, dim, (long long)g->dcols, mult);
   }
   g->data_bytes = (size_t)g->drows * (size_t)(g->dcols * bits / 8);
   if (f->block == BC_BLOCK_TENSOR) {

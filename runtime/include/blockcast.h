@@ -114,6 +114,10 @@ typedef struct bc_format_info {
   int scale_bytes;           /* bytes per scale_inv entry */
   int two_level;             /* a per-tensor fp32 scale (from q->amax) on top of the block scales */
   int stochastic_rounding;   /* the spec allows stochastic rounding (bc_qtensor.stochastic_rounding) */
+  int element_pack;          /* elements per packing group: data rows hold a multiple (8-bit 1, 4-bit 2, 6-bit 4) */
+  int element_pack_bytes;    /* bytes of a packing group (1; 3 for 6-bit elements) */
+  const char *nan_policy;    /* "satfinite": NaN inputs encode as the element's NaN code, else +max;
+                                "scale_nan": also, a block holding a NaN gets the scale type's NaN */
 } bc_format_info;
 
 BC_API bc_status bc_format_get_info(bc_ctx *ctx, const bc_format *fmt, bc_format_info *info);

@@ -289,6 +289,15 @@ static bc_status format_from_lua(bc_ctx *ctx, const bc_format **out) {
   lua_getfield(L, t, "packing");
   f->pack_high_first = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "high_first") == 0;
   lua_pop(L, 1);
+  lua_getfield(L, t, "pack_group_elems");
+  f->pack_group_elems = lua_isinteger(L, -1) ? (int)lua_tointeger(L, -1) : 1;
+  lua_pop(L, 1);
+  lua_getfield(L, t, "pack_group_bytes");
+  f->pack_group_bytes = lua_isinteger(L, -1) ? (int)lua_tointeger(L, -1) : 1;
+  lua_pop(L, 1);
+  lua_getfield(L, t, "nan_policy");
+  f->nan_scale = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "scale_nan") == 0;
+  lua_pop(L, 1);
   f->sr_allowed = get_bool(L, t, "stochastic_rounding");
   lua_getfield(L, t, "selem");
   if (lua_istable(L, -1)) element_from_lua(L, &f->selem);

@@ -367,11 +367,11 @@ static bc_status block_dequantize(bc_ctx *ctx, bci_sink *sink, const bc_qtensor 
    * vector loads of a slot's codes and 16-byte stores where the rows are aligned for them. A
    * contiguous output whose rows are not aligned is cut into slots flat (over the whole tensor),
    * which are all aligned (the __flat kernel, one 1D grid over the tensor's slots) */
-  int64_t slot_bytes = 8 * f->elem.bits / 8;
+  int64_t slot_bytes = 8 * f->elem.bits / 8, unit = slot_bytes & -slot_bytes; /* loads of a slot: 6 bytes as 3 x 2 */
   int64_t drows = g.drows, dcols = g.dcols;
-  int q_vec = bci_aligned(data, (size_t)slot_bytes) && (dcols * f->elem.bits / 8) % slot_bytes == 0;
+  int q_vec = bci_aligned(data, (size_t)unit) && (dcols * f->elem.bits / 8) % unit == 0;
   int out_vec = bci_aligned(out->data, 16) && ((size_t)ld * bc_dtype_size(out->dtype)) % 16 == 0;
-  int flat = (!q_vec || !out_vec) && ld == dcols && bci_aligned(data, (size_t)slot_bytes) && bci_aligned(out->data, 16);
+  int flat = (!q_vec || !out_vec) && ld == dcols && bci_aligned(data, (size_t)unit) && bci_aligned(out->data, 16);
   const bci_kernel *k;
   s = bci_kernel_getf(ctx, &k, "bc_dequantize_%s__%s__%s%s", f->name, bc_dtype_name(out->dtype), dir == BC_ROWWISE ? "row" : "col",
                  flat ? "_flat" : "");

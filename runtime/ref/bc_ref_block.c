@@ -147,11 +147,17 @@ static void block_scale(const bc_format *f, float amax, bc_dtype dt, const two_l
     unsigned s = bci_ref_encode(&f->selem, amax * tl->m);
     float fs = bci_ref_decode(&f->selem, s);
     *enc = fminf(1.0f / (fs * tl->s_dec), FLT_MAX);
+    if (f->nan_scale && isnan(fs)) *enc = NAN; /* a marked block: elements from x * NaN, as the other rules */
     *stored = s;
     return;
   }
   default: { /* BCI_RULE_AMAX: scale_from_amax */
     float a = amax, eps = (float)f->eps, s;
+    if (f->nan_scale && isnan(amax)) { /* the block is marked: scale_inv NaN */
+      *enc = NAN;
+      *stored = 0x7FFFFFFFu;
+      return;
+    }
     if (a < eps) a = eps;
     if (a == 0.0f || isnan(a) || isinf(a)) {
       s = 1.0f;
@@ -169,16 +175,29 @@ static void block_scale(const bc_format *f, float amax, bc_dtype dt, const two_l
 
 /* ---- stored data and scales ---- */
 
-static void put_code(uint8_t *data, int bits, int high_first, int64_t i, unsigned code) {
-  if (bits == 8) { data[i] = (uint8_t)code; return; }
-  int high = (int)(i & 1) ^ (high_first != 0); /* 4-bit: element i in byte i/2 */
-  data[i / 2] |= (uint8_t)((code & 0xF) << (high ? 4 : 0));
+/* The bit of element i of a data stream (rows hold whole packing groups, so a tensor's data is one
+ * stream): groups of pack_group_elems elements in pack_group_bytes bytes, element k of a group at
+ * bit k * bits of the group read as a little-endian integer (the reverse order when high_first). */
+static int64_t code_bit(const bc_format *f, int64_t i) {
+  const int n = f->pack_group_elems, bits = f->elem.bits;
+  const int64_t k = i % n;
+  return (i / n) * 8 * f->pack_group_bytes + bits * (f->pack_high_first ? n - 1 - k : k);
 }
 
-static unsigned get_code(const uint8_t *data, int bits, int high_first, int64_t i) {
-  if (bits == 8) return data[i];
-  int high = (int)(i & 1) ^ (high_first != 0);
-  return (data[i / 2] >> (high ? 4 : 0)) & 0xF;
+static void put_code(uint8_t *data, const bc_format *f, int64_t i, unsigned code) {
+  const int64_t bit = code_bit(f, i);
+  const int bits = f->elem.bits, sh = (int)(bit & 7);
+  const unsigned v = (code & ((1u << bits) - 1u)) << sh; /* at most 8 + 7 bits: two bytes */
+  data[bit >> 3] |= (uint8_t)v;
+  if (sh + bits > 8) data[(bit >> 3) + 1] |= (uint8_t)(v >> 8);
+}
+
+static unsigned get_code(const uint8_t *data, const bc_format *f, int64_t i) {
+  const int64_t bit = code_bit(f, i);
+  const int bits = f->elem.bits, sh = (int)(bit & 7);
+  unsigned v = data[bit >> 3];
+  if (sh + bits > 8) v |= (unsigned)data[(bit >> 3) + 1] << 8;
+  return (v >> sh) & ((1u << bits) - 1u);
 }
 
 static void put_scale(uint8_t *sc, int bytes, int64_t off, uint32_t v) {
@@ -199,7 +218,6 @@ static void quantize_dir(const bc_format *f, const bc_tensor *x, int64_t ld, con
   uint8_t *data = col ? q->columnwise_data : q->rowwise_data;
   uint8_t *sc = col ? q->columnwise_scale_inv : q->rowwise_scale_inv;
   const bci_element *el = &f->elem;
-  const int bits = el->bits, hf = f->pack_high_first;
   const uint64_t rows = (uint64_t)x->rows, cols = (uint64_t)x->cols;
   memset(sc, 0, g->scale_bytes); /* padding: every entry no block writes stays zero */
   memset(data, 0, g->data_bytes);
@@ -212,6 +230,7 @@ static void quantize_dir(const bc_format *f, const bc_tensor *x, int64_t ld, con
         for (int64_t vc = bc; vc < ec; vc++) {
           float a = fabsf(col ? bci_ref_load(x, ld, vc, vr) : bci_ref_load(x, ld, vr, vc));
           if (a > amax) amax = a; /* NaN compares false: ignored */
+          else if (f->nan_scale && isnan(a)) amax = NAN; /* nan_policy "scale_nan": kept (a > NaN is false) */
         }
       float enc;
       uint32_t stored;
@@ -234,7 +253,7 @@ static void quantize_dir(const bc_format *f, const bc_tensor *x, int64_t ld, con
             code = bci_ref_encode(el, v);
           }
           int64_t dr = g->data_is_view ? vr : vc, dc = g->data_is_view ? vc : vr;
-          put_code(data, bits, hf, dr * g->dcols + dc, code);
+          put_code(data, f, dr * g->dcols + dc, code);
         }
     }
   }
@@ -315,7 +334,7 @@ bc_status bci_ref_block_dequantize(bc_ctx *ctx, const bc_qtensor *q, bc_directio
       int64_t vr = g.data_is_view ? dr : dc, vc = g.data_is_view ? dc : dr;
       int64_t srow = g.sl.per_row ? vr : vr / g.vbr, scol = vc / g.vbc;
       uint32_t e = get_scale(sc, f->scale_bytes, bci_sl_offset(&g.sl, srow, scol));
-      float v = bci_ref_decode(el, get_code(data, el->bits, f->pack_high_first, dr * g.dcols + dc));
+      float v = bci_ref_decode(el, get_code(data, f, dr * g.dcols + dc));
       switch (f->rule) {
       case BCI_RULE_RCEIL:
       case BCI_RULE_FLOOR: v = v * e8m0_pow2(e, 1); break;

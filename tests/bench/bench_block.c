@@ -2,7 +2,8 @@
  * beside a device-to-device copy measured in the same run (tests/bench/bench.h: medians of
  * batches of back-to-back launches). Every format x direction is first validated bit-exact
  * against the CPU reference (data and scales, and the dequantize of each) on a ragged bf16 shape; then timed at 8192x8192,
- * 8191x8193 (8190x8194 for 4-bit formats, which need even sizes) and 16384x16384 bf16.
+ * 8191x8193 (8190x8194 for 4-bit formats, which need even sizes; 8188x8196 for 6-bit, multiples of
+ * 4) and 16384x16384 bf16.
  *   bench_block [--format NAME] [--reps N] [--out FILE] [--shapes 1..3] [--size N] [--quantize-only] [--profile]
  * --size N: the one shape NxN instead of the list; --quantize-only: no dequantize variants (tuning
  * sweeps); --profile: no validation and no timing, each variant launched once per shape (for ncu).
@@ -151,11 +152,12 @@ int main(int argc, char **argv) {
     bc_format_info info;
     bc_format_get_info(ctx, f, &info);
     if (info.block == BC_BLOCK_TENSOR || (only_fmt && strcmp(only_fmt, info.name))) continue;
-    int four = info.element_bits == 4;
-    int valid = profile ? 1 : validate(f, four ? 998 : 999, four ? 1030 : 1031);
+    const int pk = info.element_pack; /* ragged shapes hold whole packing groups */
+    int valid = profile ? 1 : validate(f, pk == 4 ? 996 : pk == 2 ? 998 : 999, pk == 4 ? 1028 : pk == 2 ? 1030 : 1031);
     all_valid &= valid;
     const char *vs = valid ? "bit-exact" : "MISMATCH";
-    int64_t shapes[][2] = { { 8192, 8192 }, { four ? 8190 : 8191, four ? 8194 : 8193 }, { 16384, 16384 } };
+    int64_t shapes[][2] = { { 8192, 8192 }, { pk == 4 ? 8188 : pk == 2 ? 8190 : 8191, pk == 4 ? 8196 : pk == 2 ? 8194 : 8193 },
+                            { 16384, 16384 } };
     if (size > 0) { shapes[0][0] = shapes[0][1] = size; max_shapes = 1; }
     for (int si = 0; si < 3 && si < max_shapes; si++) {
       int64_t M = shapes[si][0], K = shapes[si][1];

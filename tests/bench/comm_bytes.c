@@ -36,6 +36,7 @@ int main(int argc, char **argv) {
     const bc_format *f = bc_format_at(ctx, i);
     bc_format_info info;
     bc_format_get_info(ctx, f, &info);
+    if (info.element_bits != 8 && info.element_bits != 4) continue; /* the collectives refuse other widths */
     for (int d = 1; d <= 3; d++) {
       if (((d & 1) && !info.has_rowwise) || ((d & 2) && !info.has_columnwise)) continue;
       uint64_t a = 0, b = 0;

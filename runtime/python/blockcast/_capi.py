@@ -47,7 +47,8 @@ class FormatInfo(ctypes.Structure):
                 ("element_max", ctypes.c_float), ("has_rowwise", ctypes.c_int), ("has_columnwise", ctypes.c_int),
                 ("columnwise_transposed", ctypes.c_int), ("block_rows", ctypes.c_int), ("block_cols", ctypes.c_int),
                 ("scale_type", ctypes.c_char_p), ("scale_rule", ctypes.c_char_p), ("scale_bytes", ctypes.c_int),
-                ("two_level", ctypes.c_int), ("stochastic_rounding", ctypes.c_int)]
+                ("two_level", ctypes.c_int), ("stochastic_rounding", ctypes.c_int), ("element_pack", ctypes.c_int),
+                ("element_pack_bytes", ctypes.c_int), ("nan_policy", ctypes.c_char_p)]
 
 
 class QLayout(ctypes.Structure):

@@ -41,6 +41,8 @@ class Format:
     columnwise_transposed: bool
     two_level: bool
     stochastic_rounding: bool
+    element_pack: int       # elements per packing group (data rows hold a multiple): 1, 2 (4-bit), 4 (6-bit)
+    nan_policy: str         # "satfinite" or "scale_nan"
     spec_file: str
     description: str = dataclasses.field(compare=False, repr=False)
 
@@ -64,6 +66,7 @@ def _format_from_handle(h):
                scale_bytes=info.scale_bytes, has_rowwise=bool(info.has_rowwise),
                has_columnwise=bool(info.has_columnwise), columnwise_transposed=bool(info.columnwise_transposed),
                two_level=bool(info.two_level), stochastic_rounding=bool(info.stochastic_rounding),
+               element_pack=info.element_pack, nan_policy=_s(info.nan_policy),
                spec_file=_s(info.spec_file), description=_s(info.description))
     _handles[f.name] = h
     _by_name[f.name] = f
@@ -187,7 +190,8 @@ if torch is not None:
 
 
 def torch_data_dtype(f):
-    """The torch dtype of a format's data: fp8 elements as float8, e2m1 as float4_e2m1fn_x2."""
+    """The torch dtype of a format's data: fp8 elements as float8, e2m1 as float4_e2m1fn_x2, other sub-byte
+    elements (6-bit: four in three bytes) as uint8."""
     if f.element == "e4m3" and hasattr(torch, "float8_e4m3fn"):
         return torch.float8_e4m3fn
     if f.element == "e5m2" and hasattr(torch, "float8_e5m2"):
@@ -208,8 +212,9 @@ def torch_scale_dtype(f):
 
 
 def data_shape(f, lay):
-    """Shape of the data buffer in its dtype's units: 4-bit data packs two elements a byte."""
-    if f.element_bits == 4:
+    """Shape of the data buffer in its dtype's units: sub-byte data is bytes (two 4-bit elements a
+    byte, four 6-bit elements in three)."""
+    if f.element_bits < 8:
         return (lay.data_rows, lay.data_bytes // max(lay.data_rows, 1))
     return (lay.data_rows, lay.data_cols)
 

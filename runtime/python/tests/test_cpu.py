@@ -22,8 +22,8 @@ try:
 except ImportError:
     torch = None
 
-BUILTIN = ["fp8_block_128x128", "fp8_block_1x128", "fp8_e4m3_tensor", "fp8_e5m2_tensor", "mxfp4", "mxfp8_e4m3",
-           "mxfp8_e5m2", "nvfp4", "nvfp4_2d"]
+BUILTIN = ["fp8_block_128x128", "fp8_block_1x128", "fp8_e4m3_tensor", "fp8_e5m2_tensor", "mxfp4", "mxfp6_e2m3", "mxfp6_e3m2",
+           "mxfp8_e4m3", "mxfp8_e5m2", "nvfp4", "nvfp4_2d"]
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 rng = np.random.default_rng(1234)
 
@@ -114,15 +114,16 @@ def test_ref_round_trip():
         f = bc.format(name)
         q = bc.ref.quantize(x, f, rowwise=True, columnwise=True)
         # relative step of the element (e4m3 2^-3, e5m2 2^-2, e2m1 up to 1/2 of a block's max)
-        tol = {"e4m3": 2 ** -3, "e5m2": 2 ** -2, "e2m1": 0.5}[f.element]
+        tol = {"e4m3": 2 ** -3, "e5m2": 2 ** -2, "e2m1": 0.5, "e2m3": 2 ** -3, "e3m2": 2 ** -2}[f.element]
         for d in ("rowwise", "columnwise"):
             y = bc.ref.dequantize(q, d)
             ref = x if (d == "rowwise" or not f.columnwise_transposed) else x.T
             assert y.shape == ref.shape, (name, d, y.shape)
             err = np.abs(y - ref)
             # per-element bound: tol * |x| (+ an absolute step for 4-bit elements: tol/8 of the largest value)
-            # (+ the element's subnormal step: 2^-15 of the largest value for 8-bit elements)
-            bound = tol * np.abs(ref) + np.max(np.abs(ref)) * (tol / 8 if f.element_bits == 4 else 2.0 ** -15)
+            # (+ the element's subnormal step: 2^-15 of the largest value for 8-bit elements, 2^-5 for 6-bit)
+            absolute = {4: tol / 8, 6: 2.0 ** -5}.get(f.element_bits, 2.0 ** -15)
+            bound = tol * np.abs(ref) + np.max(np.abs(ref)) * absolute
             assert np.all(err <= bound + 1e-30), (name, d, float(np.max(err - bound)))
 
 
@@ -218,7 +219,8 @@ def test_torch_cpu():
         f = bc.format(name)
         q = bc.ref.quantize(x, f, rowwise=True, columnwise=True)
         dt = lambda n: getattr(torch, n, torch.uint8)  # noqa: E731 - an older torch lacks the 8- and 4-bit dtypes
-        want = {"e4m3": dt("float8_e4m3fn"), "e5m2": dt("float8_e5m2"), "e2m1": dt("float4_e2m1fn_x2")}[f.element]
+        want = {"e4m3": dt("float8_e4m3fn"), "e5m2": dt("float8_e5m2"), "e2m1": dt("float4_e2m1fn_x2"),
+                "e2m3": torch.uint8, "e3m2": torch.uint8}[f.element]  # torch has no packed 6-bit dtype
         assert q.rowwise_data.dtype == want, (name, q.rowwise_data.dtype)
         sdt = {"fp32": torch.float32, "e8m0": dt("float8_e8m0fnu"), "ue4m3": dt("float8_e4m3fn")}[f.scale_type]
         assert q.rowwise_scale_inv.dtype == sdt, (name, q.rowwise_scale_inv.dtype)

@@ -107,6 +107,18 @@ def test_4bit():
         check_format(name, SHAPES_4BIT)
 
 
+SHAPES_6BIT = [(256, 512), (132, 96), (4, 64), (260, 324)]  # 6-bit rows hold whole groups of 4
+
+
+def test_6bit():
+    """mxfp6_e3m2, mxfp6_e2m3: four elements in three bytes (uint8 data, 3/4 of a byte per element)"""
+    for name in ("mxfp6_e3m2", "mxfp6_e2m3"):
+        check_format(name, SHAPES_6BIT)
+    q = bc.quantize(sample(8, 64, torch.bfloat16).to(DEV), "mxfp6_e2m3", rowwise=True, columnwise=True)
+    assert q.rowwise_data.dtype == torch.uint8 and q.rowwise_data.shape == (8, 48), q.rowwise_data.shape
+    assert q.columnwise_data.shape == (64, 6), q.columnwise_data.shape
+
+
 def test_quantize_cast_amax_scale():
     """amax, compute_scale and quantize_cast on the GPU give quantize's bytes"""
     x = sample(512, 256, torch.bfloat16, specials=False).to(DEV)
