@@ -296,6 +296,43 @@ static __device__ __forceinline__ u32 bc_encode2(float a, float b) {
 #endif
 }
 
+#if BC_ELEM_VIA
+// Four codes, element i in bits [i BITS, (i + 1) BITS): two pair conversions into the wider
+// element's bytes (sign at bit 7; after the clamp the magnitude fits the low BITS - 1 bits), then
+// squeezed together in a few word-wide steps instead of per pair: in each 16-bit half the low
+// byte's sign and the high byte move down next to the low byte's magnitude, then the halves join.
+// bc_encode4_scaled takes the inputs already times 2^k (the callers fold 2^k into a power-of-two
+// block factor: x * (factor 2^k) is (x * factor) 2^k, exactly, wherever the code is not 0); the
+// clamp to +-max 2^k commutes with the exact scaling. CLAMP false: the caller knows that every
+// input is NaN or within +-max 2^k (a block whose amax times its factor is at most max): the
+// conversion writes the canonical NaN 0x7F for any NaN, whose low bits are the +max code
+// (21-gpu-cvt-selftest checks this form on every such input too).
+template <bool CLAMP = true>
+static __device__ __forceinline__ u32 bc_encode4_scaled(float a, float b, float c, float d) {
+  if (CLAMP) {
+    const float m = BC_ELEM_MAX_FINITE * BC_ELEM_VIA_SCALE;
+    a = fmaxf(fminf(a, m), -m);
+    b = fmaxf(fminf(b, m), -m);
+    c = fmaxf(fminf(c, m), -m);
+    d = fmaxf(fminf(d, m), -m);
+  }
+  u32 q;
+  asm("{\n\t.reg .b16 lo, hi;\n\tcvt.rn.satfinite.${ELEM_PTX}.f32 lo, %2, %1;\n\t"
+      "cvt.rn.satfinite.${ELEM_PTX}.f32 hi, %4, %3;\n\tmov.b32 %0, {lo, hi};\n\t}"
+      : "=r"(q) : "f"(a), "f"(b), "f"(c), "f"(d));
+  constexpr int B = BC_ELEM_BITS;
+  constexpr u32 mag = ((1u << (B - 1)) - 1u) * 0x10001u;              // low byte's magnitude
+  constexpr u32 mid = (((1u << B) - 1u) << (B - 1)) * 0x10001u;       // low byte's sign, high byte's magnitude
+  constexpr u32 top = (1u << (2 * B - 1)) * 0x10001u;                 // high byte's sign
+  const u32 f = (q & mag) | ((q >> (8 - B)) & mid) | ((q >> (16 - 2 * B)) & top);
+  return (f & ((1u << (2 * B)) - 1u)) | ((f >> 16) << (2 * B));
+}
+static __device__ __forceinline__ u32 bc_encode4(float a, float b, float c, float d) {
+  const float k = BC_ELEM_VIA_SCALE;
+  return bc_encode4_scaled(__fmul_rn(a, k), __fmul_rn(b, k), __fmul_rn(c, k), __fmul_rn(d, k));
+}
+#endif
+
 static __device__ __forceinline__ u32 bc_encode1(float a) {
 #if BC_ELEM_HW_CVT || BC_ELEM_VIA
   return bc_encode2(a, 0.0f) & ((1u << BC_ELEM_BITS) - 1u);
@@ -357,14 +394,22 @@ static __device__ __forceinline__ float bc_decode(u32 c) { return bc_decode_t<bc
 // bytes; in a group read as a little-endian integer, element k is at bits [k BITS, (k + 1) BITS)
 // (low_first) or [(GE - 1 - k) BITS, (GE - k) BITS) (high_first). In a stream of 32-bit words that
 // starts at a group (element 0 in the low bits of word 0), the bit position of element j:
+// (A group's bits are GE x BITS, so low_first is the plain stream; high_first mirrors the index in
+// its group, GE being 1, 2 or 4.)
+#if BC_PACK_GE & (BC_PACK_GE - 1)
+#error "packing groups of a power-of-two number of elements expected"
+#endif
 static __device__ __forceinline__ int bc_code_pos(int j) {
-  const int k = j % BC_PACK_GE;
-  return (j / BC_PACK_GE) * (8 * BC_PACK_GB) + BC_ELEM_BITS * (BC_PACK_HIGH_FIRST ? BC_PACK_GE - 1 - k : k);
+  return BC_ELEM_BITS * (BC_PACK_HIGH_FIRST ? j ^ (BC_PACK_GE - 1) : j);
 }
 // OR the N-bit value q into the words w at bit pos (it may straddle two words). The index is
 // resolved by unrolled compares, so a runtime pos keeps w in registers.
 template <int NW, int N>
 static __device__ __forceinline__ void bc_put_bits(u32 (&w)[NW], int pos, u32 q) {
+  if (NW == 1) {  // codes that tile a word never straddle
+    w[0] |= q << pos;
+    return;
+  }
 #pragma unroll
   for (int i = 0; i < NW; i++) {
     const int s = pos - 32 * i;

@@ -174,6 +174,13 @@ static __device__ __forceinline__ void bc_dq_store_vec(BC_DTYPE_T *__restrict__ 
 // Code qi of q, dequantized with scale bits sb into out[oi] (element-wise paths).
 static __device__ __forceinline__ void bc_dq_one(const u8 *__restrict__ q, i64 qi, BC_DTYPE_T *__restrict__ out, i64 oi,
                                                  u32 sb, const bc_tensor_scale &ts) {
+#if BC_PACK_GB == 1
+  // a group is one byte (8 bits: one element; 4 bits: two)
+  u32 c = q[qi / BC_PACK_GE];
+#if BC_PACK_GE > 1
+  c = (c >> (BC_ELEM_BITS * ((qi & (BC_PACK_GE - 1)) ^ (BC_PACK_HIGH_FIRST ? BC_PACK_GE - 1 : 0)))) & ((1u << BC_ELEM_BITS) - 1u);
+#endif
+#else
   // its bit in the stream of packing groups (a group starts every row: rows hold whole groups)
   const i64 k = qi % BC_PACK_GE;
   const i64 bit = (qi / BC_PACK_GE) * (8 * BC_PACK_GB) + BC_ELEM_BITS * (BC_PACK_HIGH_FIRST ? BC_PACK_GE - 1 - k : k);
@@ -181,6 +188,7 @@ static __device__ __forceinline__ void bc_dq_one(const u8 *__restrict__ q, i64 q
   u32 c = q[bit >> 3];
   if (sh + BC_ELEM_BITS > 8) c |= (u32)q[(bit >> 3) + 1] << 8;
   c = (c >> sh) & ((1u << BC_ELEM_BITS) - 1u);
+#endif
   float a, unused;
   bc_decode2(c, &a, &unused);
   bc_store_hp(out, oi, bc_dq_value(a, bc_scale_dec(sb), ts));

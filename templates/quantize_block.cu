@@ -10,7 +10,7 @@
 //   load   the tile into shared memory as raw input bits (16-byte vectors when the tile is whole
 //          and aligned, else element loads, masked at the edges; zeros outside the tensor); 2D:
 //          block amaxes (pooled across a warp's lanes, then one shared atomic per block).
-//   row    a task is a run of BC_RUN_R elements of one tile row (16 or 32 output bytes) held in
+//   row    a task is a run of BC_RUN_R elements of one tile row (16, 24 or 32 output bytes) held in
 //          registers: block amax (a block longer than the run is reduced across adjacent lanes)
 //          -> scale (written) -> encode -> 16-byte stores; output rows that are not 16-byte
 //          aligned are staged in shared memory and written by bc_write_rows.
@@ -34,8 +34,10 @@
 #define BC_VPR (BC_TC * BC_S / 16)                         /* vectors per tile row */
 #define BC_NLOAD (BC_TR * BC_VPR / BC_THREADS)             /* vectors per thread */
 #define BC_OUT_ELEMS BC_PACK_E16                           /* elements in whole 16-byte pieces */
-/* rowwise run: 16 output bytes (48 for 6 bits), 32 elements of a 16-bit input (fewer per-run costs) */
-#define BC_RUN_R (BC_S <= 2 && BC_OUT_ELEMS < 32 ? 32 : BC_OUT_ELEMS)
+/* rowwise run: 16 output bytes, 32 elements of a 16-bit input (fewer per-run costs); never more
+   than 32 elements: 6-bit codes store 24 bytes as 8-byte pieces (64 elements would leave half the
+   threads without a task) */
+#define BC_RUN_R (BC_S <= 2 && BC_OUT_ELEMS < 32 ? 32 : BC_OUT_ELEMS > 32 ? 32 : BC_OUT_ELEMS)
 #define BC_RUN_BYTES (BC_RUN_R * BC_ELEM_BITS / 8)
 #define BC_NV_R (BC_RUN_R * BC_S / 16)                     /* input vectors of a rowwise run */
 #define BC_LANES_R (BC_BC > BC_RUN_R ? BC_BC / BC_RUN_R : 1)  /* lanes sharing a rowwise block */
@@ -49,8 +51,16 @@
 #define BC_CSHARE (!BC_2D && BC_CBR > BC_CH ? BC_CBR / BC_CH : 1)  /* tasks sharing a 1D block */
 #define BC_CW (BC_CH * BC_ELEM_BITS / 32)                  /* code words of a task's column */
 #define BC_OB (BC_TR * BC_ELEM_BITS / 8)                   /* code bytes of a tile column */
-#define BC_CSTRIDE (BC_OB + 16)                            /* staged code row stride, bytes */
+/* staged code row stride, bytes: lane g stages output rows 2g, 2g + 1, so a stride of 64 bytes
+   (6-bit codes: 48 + 16) would put a warp's 32 lanes on one bank; 80 spreads them like 8-bit's */
+#define BC_CSTRIDE ((BC_OB + 16) % 64 ? BC_OB + 16 : BC_OB + 32)
 #define BC_CHOLD (BC_CH <= 16)                             /* column words held in registers */
+/* elements encoded through a wider conversion, low_first: codes four at a time, one squeezed word
+   each (common.cuh: bc_encode4); other elements pair by pair */
+#define BC_QUAD (BC_ELEM_VIA && !BC_PACK_HIGH_FIRST)
+/* and with power-of-two block factors (e8m0 rules, pow2 scales) the via scale 2^k is folded into
+   the factor: one multiply per element instead of two (common.cuh: bc_encode4_scaled) */
+#define BC_QUAD_FOLD (BC_QUAD && (BC_RULE == 1 || BC_RULE == 2 || BC_SCALE_POW2))
 #define BC_RSTRIDE (BC_TC * BC_ELEM_BITS / 8 + 16)         /* staged rowwise code row, bytes */
 // shared memory: the tile [BC_TR x BC_TS], then 2D block amaxes or column partial amaxes: the
 // launch's size BC_SMEM. Past it, only when the rowwise output rows are not 16-byte aligned, the
@@ -65,7 +75,7 @@
 
 #if (BC_TR * BC_VPR) % BC_THREADS || (BC_ROWWISE && BC_TC % BC_RUN_R) || (BC_COLUMNWISE && BC_TR % BC_CH) || \
     (BC_2D && (BC_TR % BC_BR || BC_TC % BC_BC)) || (BC_COLUMNWISE && BC_CTASKS > BC_THREADS) ||                 \
-    (BC_COLUMNWISE && (BC_CH % 2 || (BC_CSHARE > 1 && BC_TR % BC_CBR))) ||                                          \
+    (BC_COLUMNWISE && (BC_CH % (BC_QUAD ? 4 : 2) || (BC_CSHARE > 1 && BC_TR % BC_CBR))) ||                                          \
     (BC_COLUMNWISE && BC_COL_TRANSPOSED && (BC_CW < 1 || BC_OB % 16 || BC_TC * BC_CSTRIDE > BC_TR * BC_TS)) ||   \
     (BC_COLUMNWISE && BC_CH % BC_PACK_WE) || (BC_ROWWISE && BC_RUN_BYTES % (4 * BC_PACK_WG))
 #error "tile does not hold whole blocks, loads or column tasks (gen/blockcast.lua: block_tile, block_col_rows)"
@@ -145,11 +155,31 @@ static __device__ __forceinline__ void bc_put_at(u32 *w, int pos, u32 q, int n) 
   if ((pos & 31) + n > 32) w[(pos >> 5) + 1] |= q >> (32 - (pos & 31));
 }
 
-// Codes of elements j, j + 1 of a run (j even) into the packed words w (common.cuh: bc_code_pos),
-// one pair conversion (hardware for 8 bits and for elements encoded through one).
+// Codes of elements j, j + 1 of a run (j even) into the packed words w (common.cuh: bc_code_pos):
+// one pair conversion where there is a hardware one (8 bits, elements encoded through one), else
+// each code on its own (the generic encode: its sign OR folds into the placement).
 static __device__ __forceinline__ void bc_pack_pair(u32 *w, int j, float a, float b) {
+#if BC_ELEM_HW_CVT || BC_ELEM_VIA
   bc_put_at(w, bc_pair_pos(j), bc_pair_order(bc_encode2(a, b)), 2 * BC_ELEM_BITS);
+#else
+  bc_put_at(w, bc_code_pos(j), bc_encode1(a), BC_ELEM_BITS);
+  bc_put_at(w, bc_code_pos(j + 1), bc_encode1(b), BC_ELEM_BITS);
+#endif
 }
+
+#if BC_QUAD
+// Codes of elements j .. j + 3 of a run (j a multiple of 4), from x times bc_quad_factor(e); CLAMP
+// false where the blocks' amax times factor is at most max (bc_encode4_scaled).
+template <bool CLAMP>
+static __device__ __forceinline__ void bc_pack_quad(u32 *w, int j, float a, float b, float c, float d) {
+#if BC_QUAD_FOLD
+  bc_put_at(w, bc_code_pos(j), bc_encode4_scaled<CLAMP>(a, b, c, d), 4 * BC_ELEM_BITS);
+#else
+  bc_put_at(w, bc_code_pos(j), bc_encode4(a, b, c, d), 4 * BC_ELEM_BITS);
+#endif
+}
+static __device__ __forceinline__ float bc_quad_factor(float e) { return BC_QUAD_FOLD ? __fmul_rn(e, BC_ELEM_VIA_SCALE) : e; }
+#endif
 
 #if BC_2D
 // Load index i = tid + k * BC_THREADS: vector column i % BC_VPR, tile row i / BC_VPR. Lane bit o
@@ -207,11 +237,14 @@ static __device__ __forceinline__ void bc_write_scale(void *scale, const bc_sl &
 #endif
 }
 
-// Store n = RUN * bits / 8 bytes of codes at dst: 16-byte stores when `vec`, else the first
-// `valid` bytes one by one.
+// Store n = RUN * bits / 8 bytes of codes at dst: 16-byte stores when `vec` (8-byte ones for 24
+// bytes), else the first `valid` bytes one by one.
 template <int N>
 static __device__ __forceinline__ void bc_store_codes(u8 *dst, const u32 *w, bool vec, int valid) {
-  if (vec) {
+  if (vec && N % 16) {
+#pragma unroll
+    for (int i = 0; i < N / 8; i++) bc_store8(dst + 8 * i, make_uint2(w[2 * i], w[2 * i + 1]));
+  } else if (vec) {
 #pragma unroll
     for (int i = 0; i < N / 16; i++) bc_store16(dst + 16 * i, make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]));
   } else if (valid == N) {
@@ -383,6 +416,7 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
 #pragma unroll
       for (int k = 0; k < BC_NV_R; k++) v[k] = *(const uint4 *)(tile + tr * BC_TS + tc0 * BC_S + 16 * k);
       float enc[BC_NBLK_R];
+      bool nosat = true;  // every block of the run: amax x factor <= max (no element saturates)
 #pragma unroll
       for (int b = 0; b < BC_NBLK_R; b++) {
         float m;
@@ -399,6 +433,7 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
 #endif
         const bc_bscale s = bc_block_scale(m, ts);
         enc[b] = s.enc;
+        nosat = nosat && __fmul_rn(m, s.enc) <= BC_ELEM_MAX_FINITE;
         const i64 sc = (c + b * BC_BC) / BC_BC;
         if (live && (tc0 / BC_RUN_R) % BC_LANES_R == 0 && sc < row_sl.lcols && (!BC_2D || row_sl.per_row || tr % BC_BR == 0))
           bc_write_scale(row_scale, row_sl, row_sl.per_row ? r : r / BC_BR, sc, s.stored);
@@ -436,8 +471,23 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
           float f[BC_VE];
           bc_unpack16(v[k], f);
           const float e = enc[BC_NBLK_R == 1 ? 0 : j / BC_BC];
+#if BC_QUAD
+          const float eq = bc_quad_factor(e);
+          if (BC_QUAD_FOLD && nosat) {
+#pragma unroll
+            for (int q = 0; q < BC_VE; q += 4)
+              bc_pack_quad<false>(w, j + q, __fmul_rn(f[q], eq), __fmul_rn(f[q + 1], eq), __fmul_rn(f[q + 2], eq),
+                                  __fmul_rn(f[q + 3], eq));
+          } else {
+#pragma unroll
+            for (int q = 0; q < BC_VE; q += 4)
+              bc_pack_quad<true>(w, j + q, __fmul_rn(f[q], eq), __fmul_rn(f[q + 1], eq), __fmul_rn(f[q + 2], eq),
+                                 __fmul_rn(f[q + 3], eq));
+          }
+#else
 #pragma unroll
           for (int q = 0; q < BC_VE; q += 2) bc_pack_pair(w, j + q, __fmul_rn(f[q], e), __fmul_rn(f[q + 1], e));
+#endif
         }
       }
       const i64 left = (cols - c) * BC_ELEM_BITS / 8;
@@ -478,6 +528,7 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
     }
     // per block: the encode factors of both columns
     float e0[BC_CNB], e1[BC_CNB];
+    bool nosat = true;  // every block of both columns: amax x factor <= max
 #pragma unroll
     for (int b = 0; b < BC_CNB; b++) {
       float m0, m1;
@@ -508,6 +559,7 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
       const bc_bscale s0 = bc_block_scale(m0, ts);
       const bc_bscale s1 = BC_2D ? s0 : bc_block_scale(m1, ts);
       e0[b] = s0.enc;
+      nosat = nosat && __fmul_rn(m0, s0.enc) <= BC_ELEM_MAX_FINITE && __fmul_rn(m1, s1.enc) <= BC_ELEM_MAX_FINITE;
       e1[b] = s1.enc;
       // view [cols, rows]: row c; block column r / CBR + b; 2D blocks are BC_BC view rows tall
       const i64 sc = r / BC_CBR + b;
@@ -557,6 +609,23 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
       } else
 #endif
       {
+#if BC_QUAD
+#define BC_COL_QUADS(CLAMP)                                                                                  \
+  _Pragma("unroll") for (int i = 0; i < BC_CH; i += 4) {                                                     \
+    const bc_pw x0 = BC_CWORD(i), x1 = BC_CWORD(i + 1), x2 = BC_CWORD(i + 2), x3 = BC_CWORD(i + 3);          \
+    const float a0 = bc_quad_factor(e0[i / BC_CBH]), a1 = bc_quad_factor(e1[i / BC_CBH]);                    \
+    bc_pack_quad<CLAMP>(w[0], i, __fmul_rn(bc_pw_lo(x0), a0), __fmul_rn(bc_pw_lo(x1), a0),                   \
+                        __fmul_rn(bc_pw_lo(x2), a0), __fmul_rn(bc_pw_lo(x3), a0));                           \
+    bc_pack_quad<CLAMP>(w[1], i, __fmul_rn(bc_pw_hi(x0), a1), __fmul_rn(bc_pw_hi(x1), a1),                   \
+                        __fmul_rn(bc_pw_hi(x2), a1), __fmul_rn(bc_pw_hi(x3), a1));                           \
+  }
+        if (BC_QUAD_FOLD && nosat) {
+          BC_COL_QUADS(false)
+        } else {
+          BC_COL_QUADS(true)
+        }
+#undef BC_COL_QUADS
+#else
 #pragma unroll
         for (int i = 0; i < BC_CH; i += 2) {
           const bc_pw x0 = BC_CWORD(i), x1 = BC_CWORD(i + 1);
@@ -564,6 +633,7 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
           bc_pack_pair(w[0], i, __fmul_rn(bc_pw_lo(x0), a0), __fmul_rn(bc_pw_lo(x1), a0));
           bc_pack_pair(w[1], i, __fmul_rn(bc_pw_hi(x0), a1), __fmul_rn(bc_pw_hi(x1), a1));
         }
+#endif
       }
     }
     __syncthreads();

@@ -1,7 +1,9 @@
 // templates/selftest_cvt.cu: proves the element's fast conversions give the bits of the generic
 // ones, for every one of the 2^32 fp32 bit patterns in [first, first+count):
-//  - encode: bc_encode1 (the hardware cvt.rn.satfinite where the arch has it) and the integer
-//    form bc_encode_int_t against the generic float-arithmetic encode (bc_encode_generic);
+//  - encode: bc_encode1 (the hardware cvt.rn.satfinite where the arch has it, or the wider
+//    element's for elements encoded through one, and then also the four-code bc_encode4 on x, -x,
+//    x / 2, 2x) and the integer form bc_encode_int_t against the generic float-arithmetic encode
+//    (bc_encode_generic);
 //  - decode: every pair of codes through bc_decode2 (hardware or fp16 placement) against the
 //    generic bc_decode (same fp32 bits, or both NaN); those examples are tagged 0xDEC00000.
 // Counts mismatches into *bad and keeps the first few (input bits, generic code, fast code).
@@ -36,5 +38,19 @@ ${KERNEL}(u64 first, u64 count, unsigned long long *__restrict__ bad, u32 *__res
     u32 n = bc_encode_int_t<bc_elem>(x);
     if (g != h) bc_selftest_bad(bad, examples, max_examples, bits, g, h);
     else if (g != n) bc_selftest_bad(bad, examples, max_examples, bits, g, n);
+#if BC_ELEM_VIA
+    const float x1 = -x, x2 = __fmul_rn(x, 0.5f), x3 = __fmul_rn(x, 2.0f);
+    const u32 g4 = g | bc_encode_generic(x1) << BC_ELEM_BITS | bc_encode_generic(x2) << (2 * BC_ELEM_BITS) |
+                   bc_encode_generic(x3) << (3 * BC_ELEM_BITS);
+    const u32 h4 = bc_encode4(x, x1, x2, x3);
+    if (g4 != h4) bc_selftest_bad(bad, examples, max_examples, bits, g4, h4);
+    if (!(fabsf(x) > BC_ELEM_MAX_FINITE)) {  // within +-max, or NaN: the unclamped form on x, -x, x / 2, -x / 2
+      const float k = BC_ELEM_VIA_SCALE, x4 = -x2;
+      const u32 n4 = g | bc_encode_generic(x1) << BC_ELEM_BITS | bc_encode_generic(x2) << (2 * BC_ELEM_BITS) |
+                     bc_encode_generic(x4) << (3 * BC_ELEM_BITS);
+      const u32 u4 = bc_encode4_scaled<false>(__fmul_rn(x, k), __fmul_rn(x1, k), __fmul_rn(x2, k), __fmul_rn(x4, k));
+      if (n4 != u4) bc_selftest_bad(bad, examples, max_examples, bits, n4, u4);
+    }
+#endif
   }
 }
