@@ -81,9 +81,13 @@ local function plan_common()
   for _, en in ipairs(spec.sorted_keys(registry.elements)) do
     local e = registry.elements[en]
     -- an element with a fast conversion path gets a self-test (all fp32 inputs, all code pairs)
-    if e.hw_cvt or M.f16_place(e) or M.via_element(e, 1000) then
+    local via = M.via_element(e, 1000)
+    if e.hw_cvt or M.f16_place(e) or via then
+      -- from the lowest arch where a fast encode exists (its own conversion, or the wider element's)
+      local min_sm = e.hw_cvt and e.hw_cvt.min_sm or nil
+      if via and (not min_sm or via.hw_cvt.min_sm < min_sm) then min_sm = via.hw_cvt.min_sm end
       add_kernel({ name = "bc_selftest_cvt_" .. en, family = "selftest_cvt", elem = e, template = "selftest_cvt.cu",
-                   tuning = "amax", min_sm = e.hw_cvt and e.hw_cvt.min_sm or nil })
+                   tuning = "amax", min_sm = min_sm })
     end
   end
   -- and the exact reciprocal (bc_rcp_rn) against __frcp_rn
@@ -125,6 +129,10 @@ local function plan_block_format(f)
   local n = f.name
   local ks = {}
   plan_quantize(f, ks, function() return "quantize_block.cu", "quantize_block" end)
+  -- nan_policy "scale_nan": block amaxes that keep NaN need max.NaN (sm_80)
+  if f.nan_policy == "scale_nan" then
+    for _, k in ipairs(ks) do k.min_sm = 80 end
+  end
   for _, dt in ipairs(M.DTYPES) do
     for _, dir in ipairs({ "row", "col" }) do
       if f[dir == "row" and "rowwise" or "columnwise"] then
@@ -306,7 +314,7 @@ end
 -- Runs of b-bit codes the block kernels keep in 32-bit words: we elements fill wg whole words
 -- (8 bits: 4 in 1; 4: 8 in 1; 6: 16 in 3), e16 elements fill whole 16-byte pieces (16, 32, 64).
 function M.pack_runs(bits)
-  local function gcd(a, b) while b ~= 0 do a, b = b, a % b end return a end
+  local gcd = formats.gcd
   local wg = bits // gcd(bits, 32)
   return { wg = wg, we = 32 * wg // bits, e16 = 128 // gcd(128, bits) }
 end
@@ -318,8 +326,9 @@ end
 -- nearest even, gives e's code in its low bits: below max_e * 2^k, v's values are e's scaled. Both
 -- checked here code by code, and all 2^32 inputs by 21-gpu-cvt-selftest. Returns v, k or nil.
 function M.via_element(e, sm)
+  -- (a NaN input must become +max, what the clamp and the conversion's NaN give)
   if (e.hw_cvt and sm >= e.hw_cvt.min_sm) or not e.signed or e.subnormals == false or #e.nan_codes > 0
-     or #e.inf_codes > 0 or e.bits >= 8 then
+     or #e.inf_codes > 0 or e.bits >= 8 or e.nan_encode ~= e.max_code then
     return nil
   end
   for _, vn in ipairs(spec.sorted_keys(registry.elements)) do
@@ -327,13 +336,14 @@ function M.via_element(e, sm)
     if v.hw_cvt and sm >= v.hw_cvt.min_sm and v.bits == 8 and v.signed and v.subnormals ~= false
        and v.mantissa_bits == e.mantissa_bits and v.exponent_bits >= e.exponent_bits then
       local k, special = e.bias - v.bias, {}
+      -- k <= 0: a block factor times 2^k stays exact (an e8m0 factor is at most 2^127)
       for _, c in ipairs(v.nan_codes) do special[c] = true end
       for _, c in ipairs(v.inf_codes) do special[c] = true end
       local ok = true
       for c = 0, (1 << (e.bits - 1)) - 1 do
         if special[c] or formats.layout_value(v, c) ~= formats.layout_value(e, c) * 2.0 ^ k then ok = false break end
       end
-      if ok then return v, k end
+      if ok and k <= 0 then return v, k end
     end
   end
   return nil
@@ -354,13 +364,14 @@ local function block_tile(k, t)
   if k.rowwise then
     while tc < 32 do tc = tc * 2 end
   end
-  -- a tile column's codes are whole 16-byte pieces (staged, then stored by 16 bytes)
+  -- a tile column's codes, and a tile row's staged codes, are whole 16-byte pieces (staged, then
+  -- stored by 16 bytes): tile rows / columns a multiple of the elements of whole 16-byte pieces
+  local e16 = M.pack_runs(k.format.elem.bits).e16
   if k.columnwise then
-    while tr < M.pack_runs(k.format.elem.bits).e16 do tr = tr * 2 end
+    while tr % e16 ~= 0 do tr = tr * 2 end
   end
-  -- a rowwise run's codes are whole 16-byte pieces too
   if k.rowwise then
-    while tc < M.pack_runs(k.format.elem.bits).e16 do tc = tc * 2 end
+    while tc % e16 ~= 0 do tc = tc * 2 end
   end
   return tr, tc
 end

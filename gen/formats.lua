@@ -105,6 +105,12 @@ local function check_element(name, e, src)
         where(src, name), name, c, maxcode))
     end
   end
+  -- a PTX pair conversion packs codes 8 or 4 bits apart (e4m3x2, e2m1x2); other widths (e2m3x2
+  -- puts each code in a byte) would need their own unpacking: not offered
+  if e.hw_cvt and e.bits ~= 8 and e.bits ~= 4 then
+    field_fail(src, p("hw_cvt"), string.format("nothing for a %d-bit element (hardware pair conversions are used for 8- and 4-bit elements; " ..
+      "the generator finds a wider element's conversion by itself where one fits)", e.bits), "a table")
+  end
   e.max_code = maxcode
   if e.nan_encode == nil then e.nan_encode = maxcode end  -- no NaN: a NaN input becomes +max
   e.name = name
@@ -192,10 +198,13 @@ local function is_pow2(n) return n > 0 and n & (n - 1) == 0 end
 -- A data row is a sequence of groups; within a group (its bytes read as a little-endian integer)
 -- element k sits at bits [k b, (k + 1) b) ("low_first") or [(n - 1 - k) b, (n - k) b)
 -- ("high_first"). runtime/ref/bc_ref_block.c and templates/common.cuh (bc_code_pos) follow it.
-function M.pack_group(bits)
-  local a, b = bits, 8
+function M.gcd(a, b)
   while b ~= 0 do a, b = b, a % b end
-  local bytes = bits // a  -- lcm(bits, 8) / 8
+  return a
+end
+
+function M.pack_group(bits)
+  local bytes = bits // M.gcd(bits, 8)  -- lcm(bits, 8) / 8
   return bytes, 8 * bytes // bits
 end
 
@@ -248,8 +257,7 @@ local function check_block(f, e, src, elements)
   -- packing: the elements of a data row in groups of whole bytes (M.pack_group)
   if e.bits ~= 8 and e.bits ~= 6 and e.bits ~= 4 then
     fail(string.format("%s: field 'element': %d-bit elements (%s) are not supported by the block kernels; expected an element of " ..
-      "8, 6 or 4 bits (the widths they are tested with; their code runs are whole 16-byte pieces of at most 64 elements)",
-      where(src, "element"), e.bits, e.name))
+      "8, 6 or 4 bits (the widths their packing is built and tested for)", where(src, "element"), e.bits, e.name))
   end
   f.pack_group_bytes, f.pack_group_elems = M.pack_group(e.bits)
   if e.bits == 8 and f.packing then
@@ -266,6 +274,10 @@ local function check_block(f, e, src, elements)
     end
   end
   f.nan_policy = f.nan_policy or "satfinite"
+  if f.nan_policy == "scale_nan" and f.selem and #f.selem.nan_codes == 0 then
+    field_fail(src, "nan_policy", string.format("\"satfinite\": \"scale_nan\" marks a block with its scale's NaN code, and scale type %s has none",
+      f.selem.name), describe(f.nan_policy))
+  end
 end
 
 -- Validate a format spec against the schema and the known elements.

@@ -31,7 +31,8 @@ e5m2 = {
 }
 
 -- FP4 (OCP MX / NVFP4 data): values 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives; no Inf, no
--- NaN. A NaN input is written as nan_encode (+6), Inf saturates to +-6. sm_100a has a hardware
+-- NaN. A NaN input is written as nan_encode (+6: the satfinite rule; a format with nan_policy =
+-- "scale_nan" marks the whole block through its scale instead), Inf saturates to +-6. sm_100a has a hardware
 -- conversion (cvt.rn.satfinite.e2m1x2.f32); it is not used until a device run proves it equal to
 -- the generic path.
 e2m1 = {
@@ -44,9 +45,10 @@ e2m1 = {
 
 -- FP6 (OCP Microscaling v1.0, MXFP6 data): no Inf, no NaN, saturating. A NaN input is written as
 -- the largest finite code (+max) unless the format's nan_policy marks the block. sm_100a has
--- hardware conversions (cvt.rn.satfinite.{e3m2x2,e2m3x2}.f32); on sm_89+ the generator encodes
--- them through the e5m2 / e4m3 conversion of the input scaled by 2^(bias - 15) / 2^(bias - 7),
--- whose codes are theirs (gen/blockcast.lua: via_element, proven by 21-gpu-cvt-selftest).
+-- hardware conversions (cvt.rn.satfinite.{e3m2x2,e2m3x2}.f32, each code in a byte) that are not
+-- used; on sm_89+ (sm_100a too) the generator encodes them through the e5m2 / e4m3 conversion of
+-- the input scaled by 2^(bias - 15) / 2^(bias - 7), whose codes are theirs (gen/blockcast.lua:
+-- via_element, proven by 21-gpu-cvt-selftest).
 -- E3M2: values up to 28, subnormal step 1/16.
 e3m2 = {
   bits = 6, exponent_bits = 3, mantissa_bits = 2, bias = 3, signed = true,

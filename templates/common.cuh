@@ -417,18 +417,6 @@ static __device__ __forceinline__ void bc_put_bits(u32 (&w)[NW], int pos, u32 q)
     else if (s < 0 && s > -N) w[i] |= q >> -s;
   }
 }
-// The N bits at bit pos of the words w.
-template <int NW, int N>
-static __device__ __forceinline__ u32 bc_get_bits(const u32 (&w)[NW], int pos) {
-  u32 v = 0u;
-#pragma unroll
-  for (int i = 0; i < NW; i++) {
-    const int s = pos - 32 * i;
-    if (s >= 0 && s < 32) v |= w[i] >> s;
-    else if (s < 0 && s > -N) v |= w[i] << -s;
-  }
-  return v & ((1u << N) - 1u);
-}
 // The codes of elements j, j + 1 (j even: in one group when a group holds two or more) as a pair,
 // element j in the low bits, and back.
 static __device__ __forceinline__ int bc_pair_pos(int j) { return bc_code_pos(BC_PACK_HIGH_FIRST && BC_PACK_GE > 1 ? j + 1 : j); }

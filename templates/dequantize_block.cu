@@ -11,7 +11,7 @@
 //  - by row (BC_DQ_FLAT 0): slot s of row dr is its elements [8s, 8s + 8). A thread converts
 //    BC_UNROLL slots of a row that lie BC_THREADS apart, so each warp instruction loads and
 //    stores whole lines; y strides over the rows. A slot inside the row is loaded as one vector
-//    when the data rows are aligned (q_vec), byte-wise otherwise, and stored as vectors when the
+//    (6-bit codes: three 2-byte pieces) when the data rows are aligned (q_vec), byte-wise otherwise, and stored as vectors when the
 //    output rows are aligned (out_vec), element-wise otherwise. The short last slot of a row
 //    (dcols not a multiple of 8) goes element by element after the unrolled loop.
 //  - flat (BC_DQ_FLAT 1, the __flat kernel: the host's choice for a contiguous output whose rows

@@ -1,7 +1,7 @@
 // templates/quantize_block.cu: block-scaled quantize, every block format, rowwise and/or
 // columnwise output from one read of the input. What differs between formats comes from the
 // spec as constants: the block shape (BC_BR x BC_BC rowwise; columnwise BC_CBR x 1, or the same
-// 2D block when BC_2D), the element (BC_ELEM_*, 2 to 8 bits) and its packing (BC_PACK_*,
+// 2D block when BC_2D), the element (BC_ELEM_*, 8, 6 or 4 bits) and its packing (BC_PACK_*,
 // common.cuh: bc_code_pos), the scale rule
 // (BC_RULE, bc_block_scale), the columnwise data layout (BC_COL_TRANSPOSED) and the scale
 // layouts (bc_sl, from the host).
@@ -12,7 +12,8 @@
 //          block amaxes (pooled across a warp's lanes, then one shared atomic per block).
 //   row    a task is a run of BC_RUN_R elements of one tile row (16, 24 or 32 output bytes) held in
 //          registers: block amax (a block longer than the run is reduced across adjacent lanes)
-//          -> scale (written) -> encode -> 16-byte stores; output rows that are not 16-byte
+//          -> scale (written) -> encode -> 16-byte stores (8-byte for 6-bit runs of 24 bytes);
+//          output rows that are not 16-byte
 //          aligned are staged in shared memory and written by bc_write_rows.
 //   col    a task is two adjacent columns x BC_CH rows, read as one word per row (lanes on
 //          consecutive column pairs: conflict-free), held in registers up to 16 rows: packed
@@ -22,7 +23,8 @@
 //          pieces along output rows (bc_write_rows); not transposed: one word of both columns
 //          per row, straight to global memory.
 // Amaxes of 16-bit inputs are taken on packed pairs (max.bf16x2 / max.f16x2 of the absolute
-// values; NaN ignored as fmaxf does; exact, every 16-bit value is an fp32 value).
+// values; NaN ignored as fmaxf does, or kept under BC_NAN_SCALE; exact, every 16-bit value is an
+// fp32 value).
 // CUDA blocks past the last tile zero the scale padding of both directions.
 // Stochastic rounding (sr != 0, BC_SR_ALLOWED): element e of a direction's stream takes its
 // random bits from Philox(e / 4, offset; seed); the rowwise stream is e = r * cols + c, the
@@ -60,7 +62,7 @@
 #define BC_QUAD (BC_ELEM_VIA && !BC_PACK_HIGH_FIRST)
 /* and with power-of-two block factors (e8m0 rules, pow2 scales) the via scale 2^k is folded into
    the factor: one multiply per element instead of two (common.cuh: bc_encode4_scaled) */
-#define BC_QUAD_FOLD (BC_QUAD && (BC_RULE == 1 || BC_RULE == 2 || BC_SCALE_POW2))
+#define BC_QUAD_FOLD (BC_QUAD && (BC_RULE == 1 || BC_RULE == 2 || (BC_RULE == 0 && BC_SCALE_POW2)))
 #define BC_RSTRIDE (BC_TC * BC_ELEM_BITS / 8 + 16)         /* staged rowwise code row, bytes */
 // shared memory: the tile [BC_TR x BC_TS], then 2D block amaxes or column partial amaxes: the
 // launch's size BC_SMEM. Past it, only when the rowwise output rows are not 16-byte aligned, the
@@ -77,7 +79,8 @@
     (BC_2D && (BC_TR % BC_BR || BC_TC % BC_BC)) || (BC_COLUMNWISE && BC_CTASKS > BC_THREADS) ||                 \
     (BC_COLUMNWISE && (BC_CH % (BC_QUAD ? 4 : 2) || (BC_CSHARE > 1 && BC_TR % BC_CBR))) ||                                          \
     (BC_COLUMNWISE && BC_COL_TRANSPOSED && (BC_CW < 1 || BC_OB % 16 || BC_TC * BC_CSTRIDE > BC_TR * BC_TS)) ||   \
-    (BC_COLUMNWISE && BC_CH % BC_PACK_WE) || (BC_ROWWISE && BC_RUN_BYTES % (4 * BC_PACK_WG))
+    (BC_COLUMNWISE && BC_CH % BC_PACK_WE) || (BC_ROWWISE && (BC_RUN_BYTES % (4 * BC_PACK_WG) || BC_RUN_BYTES % 8)) || \
+    (BC_ROWWISE && BC_RSTRIDE % 16)
 #error "tile does not hold whole blocks, loads or column tasks (gen/blockcast.lua: block_tile, block_col_rows)"
 #endif
 
@@ -103,7 +106,7 @@ static __device__ __forceinline__ bc_pw bc_pw_ld(const u8 *p) { return *(const u
 static __device__ __forceinline__ bc_pw bc_pw_zero() { return make_uint2(0u, 0u); }
 static __device__ __forceinline__ float bc_pw_lo(bc_pw v) { return __uint_as_float(v.x); }
 static __device__ __forceinline__ float bc_pw_hi(bc_pw v) { return __uint_as_float(v.y); }
-// m (absolute values so far) and |v|, element-wise max; NaN ignored
+// m (absolute values so far) and |v|, element-wise max; NaN ignored (kept: BC_NAN_SCALE)
 static __device__ __forceinline__ bc_pw bc_pw_absmax(bc_pw m, bc_pw v) {
   return make_uint2(__float_as_uint(bc_bmax(__uint_as_float(m.x), fabsf(__uint_as_float(v.x)))),
                     __float_as_uint(bc_bmax(__uint_as_float(m.y), fabsf(__uint_as_float(v.y)))));

@@ -31,12 +31,13 @@ bc_status bci_comm_gatherv(bc_ctx *ctx, bc_comm *comm, const char *sig, bc_statu
 }
 
 bc_status bci_comm_format_ok(bc_ctx *ctx, const char *fn, const char *what, int64_t i, const bc_format *f) {
-  const char *why = NULL;
-  if (f->elem.bits != 8 && f->elem.bits != 4) why = "has %d-bit elements; the collectives take formats of 8- or 4-bit elements";
-  else if (f->nan_scale) why = "marks blocks holding NaN (nan_policy \"scale_nan\"), which the collectives' partial block amaxes do not";
-  if (!why) return BC_OK;
   char msg[160];
-  snprintf(msg, sizeof msg, why, f->elem.bits);
+  if (f->elem.bits != 8 && f->elem.bits != 4)
+    snprintf(msg, sizeof msg, "has %d-bit elements; the collectives take formats of 8- or 4-bit elements", f->elem.bits);
+  else if (f->nan_scale)
+    snprintf(msg, sizeof msg, "marks blocks holding NaN (nan_policy \"scale_nan\"), which the collectives' partial block amaxes do not");
+  else
+    return BC_OK;
   if (what) return bci_fail(ctx, BC_ERR_UNSUPPORTED, "%s: %s %lld: format '%s' %s", fn, what, (long long)i, f->name, msg);
   return bci_fail(ctx, BC_ERR_UNSUPPORTED, "%s: format '%s' %s", fn, f->name, msg);
 }

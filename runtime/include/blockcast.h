@@ -116,7 +116,8 @@ typedef struct bc_format_info {
   int stochastic_rounding;   /* the spec allows stochastic rounding (bc_qtensor.stochastic_rounding) */
   int element_pack;          /* elements per packing group: data rows hold a multiple (8-bit 1, 4-bit 2, 6-bit 4) */
   int element_pack_bytes;    /* bytes of a packing group (1; 3 for 6-bit elements) */
-  const char *nan_policy;    /* "satfinite": NaN inputs encode as the element's NaN code, else +max;
+  const char *nan_policy;    /* "satfinite": NaN inputs encode as the element's NaN code, else its nan_encode
+                                (+max unless the element says otherwise);
                                 "scale_nan": also, a block holding a NaN gets the scale type's NaN */
 } bc_format_info;
 
