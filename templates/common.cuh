@@ -399,11 +399,24 @@ static __device__ __forceinline__ float bc_decode(u32 c) { return bc_decode_t<bc
 #if BC_PACK_GE & (BC_PACK_GE - 1)
 #error "packing groups of a power-of-two number of elements expected"
 #endif
-static __device__ __forceinline__ int bc_code_pos(int j) {
+template <class I>
+static __device__ __forceinline__ I bc_code_pos(I j) {
   return BC_ELEM_BITS * (BC_PACK_HIGH_FIRST ? j ^ (BC_PACK_GE - 1) : j);
 }
-// OR the N-bit value q into the words w at bit pos (it may straddle two words). The index is
-// resolved by unrolled compares, so a runtime pos keeps w in registers.
+// OR the n-bit value q into the words w at bit pos, and read n bits there (bits above them left
+// in); pos is a compile-time constant where the unrolled loops call these, so the word index and
+// the straddle test fold away.
+static __device__ __forceinline__ void bc_put_at(u32 *w, int pos, u32 q, int n) {
+  w[pos >> 5] |= q << (pos & 31);
+  if ((pos & 31) + n > 32) w[(pos >> 5) + 1] |= q >> (32 - (pos & 31));
+}
+static __device__ __forceinline__ u32 bc_get_at(const u32 *w, int pos, int n) {
+  u32 v = w[pos >> 5] >> (pos & 31);
+  if ((pos & 31) + n > 32) v |= w[(pos >> 5) + 1] << (32 - (pos & 31));
+  return v;
+}
+// bc_put_at for a runtime pos (the rolled stochastic-rounding loops): the index is resolved by
+// unrolled compares, so w stays in registers.
 template <int NW, int N>
 static __device__ __forceinline__ void bc_put_bits(u32 (&w)[NW], int pos, u32 q) {
   if (NW == 1) {  // codes that tile a word never straddle

@@ -62,10 +62,7 @@ static __device__ __forceinline__ float bc_dq_value(float decoded, float factor,
 // Codes j and j + 1 of a slot (j even) as one pair for bc_decode2: element j in the low bits.
 // (j is a compile-time constant: the word index and the straddle test fold away.)
 static __device__ __forceinline__ u32 bc_dq_pair(const u32 *w, int j) {
-  const int pos = bc_pair_pos(j);
-  u32 p = w[pos >> 5] >> (pos & 31);
-  if ((pos & 31) + 2 * BC_ELEM_BITS > 32) p |= w[(pos >> 5) + 1] << (32 - (pos & 31));
-  return bc_pair_order(p);  // bits above the pair are ignored by bc_decode2
+  return bc_pair_order(bc_get_at(w, bc_pair_pos(j), 2 * BC_ELEM_BITS));  // bits above the pair: ignored by bc_decode2
 }
 
 // Aligned loads of a slot's codes (src BC_SLOT_UNIT-byte aligned): one 8- or 4-byte vector, or
@@ -174,21 +171,13 @@ static __device__ __forceinline__ void bc_dq_store_vec(BC_DTYPE_T *__restrict__ 
 // Code qi of q, dequantized with scale bits sb into out[oi] (element-wise paths).
 static __device__ __forceinline__ void bc_dq_one(const u8 *__restrict__ q, i64 qi, BC_DTYPE_T *__restrict__ out, i64 oi,
                                                  u32 sb, const bc_tensor_scale &ts) {
-#if BC_PACK_GB == 1
-  // a group is one byte (8 bits: one element; 4 bits: two)
-  u32 c = q[qi / BC_PACK_GE];
-#if BC_PACK_GE > 1
-  c = (c >> (BC_ELEM_BITS * ((qi & (BC_PACK_GE - 1)) ^ (BC_PACK_HIGH_FIRST ? BC_PACK_GE - 1 : 0)))) & ((1u << BC_ELEM_BITS) - 1u);
-#endif
-#else
-  // its bit in the stream of packing groups (a group starts every row: rows hold whole groups)
-  const i64 k = qi % BC_PACK_GE;
-  const i64 bit = (qi / BC_PACK_GE) * (8 * BC_PACK_GB) + BC_ELEM_BITS * (BC_PACK_HIGH_FIRST ? BC_PACK_GE - 1 - k : k);
+  // its bit in the code stream (rows hold whole packing groups, so each row starts one); codes of
+  // one-byte groups never straddle a byte
+  const i64 bit = bc_code_pos(qi);
   const int sh = (int)(bit & 7);
   u32 c = q[bit >> 3];
-  if (sh + BC_ELEM_BITS > 8) c |= (u32)q[(bit >> 3) + 1] << 8;
+  if (BC_PACK_GB > 1 && sh + BC_ELEM_BITS > 8) c |= (u32)q[(bit >> 3) + 1] << 8;
   c = (c >> sh) & ((1u << BC_ELEM_BITS) - 1u);
-#endif
   float a, unused;
   bc_decode2(c, &a, &unused);
   bc_store_hp(out, oi, bc_dq_value(a, bc_scale_dec(sb), ts));

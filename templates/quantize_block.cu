@@ -151,13 +151,6 @@ static __device__ __forceinline__ bc_pw bc_pw_absmax16(bc_pw m, uint4 u) {
 #endif
 static __device__ __forceinline__ float bc_pw_max(bc_pw m) { return bc_bmax(bc_pw_lo(m), bc_pw_hi(m)); }
 
-// OR the n-bit value q into the packed words w at bit pos; pos is a compile-time constant in the
-// unrolled loops that call this, so the word index and the straddle test fold away.
-static __device__ __forceinline__ void bc_put_at(u32 *w, int pos, u32 q, int n) {
-  w[pos >> 5] |= q << (pos & 31);
-  if ((pos & 31) + n > 32) w[(pos >> 5) + 1] |= q >> (32 - (pos & 31));
-}
-
 // Codes of elements j, j + 1 of a run (j even) into the packed words w (common.cuh: bc_code_pos):
 // one pair conversion where there is a hardware one (8 bits, elements encoded through one), else
 // each code on its own (the generic encode: its sign OR folds into the placement).
