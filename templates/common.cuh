@@ -272,6 +272,78 @@ static __device__ __forceinline__ u32 bc_encode_generic(float x) { return bc_enc
 BC_ELEM_TRAITS(bc_selem, BC_SELEM)
 #endif
 
+#if defined(BC_ELEM_BITS) && BC_ELEM_BF16X2
+// Two codes from the bf16x2 h (a in the low half, b in the high one), values already times the
+// block factor (exactly: bc_hmul2 of bf16 inputs and a power-of-two factor), in packed bf16
+// arithmetic (gen/blockcast.lua: bf16x2_encode). The code of |v| is a concave piecewise-linear
+// function of it rounded to an integer, nearest even: in binade e (the subnormals with emin) the
+// codes are |v| 2^(mbits - e) + (e - emin) 2^mbits, consecutive integers for consecutive grid
+// values, so the minimum over the binades' lines, capped at the largest code, is the code.
+// fma.rn.bf16x2 of a line plus 128 rounds it once to an integer (one bf16 ulp in [128, 256)), and
+// rounding is monotonic, so the minimum of the rounded lines is the rounded minimum. A NaN makes
+// every line NaN: the cap (+max); min(h, +Inf) drops its sign. Most of the work is on the FMA
+// pipe: the 4-bit quantize kernels are bound by the ALU pipe (tests/bench/NOTES.md).
+// Result: each code at the top of its half (bits [16 - BITS, 16) and [32 - BITS, 32)).
+static __device__ __forceinline__ u32 bc_min_bf16x2(u32 a, u32 b) {
+  u32 r;
+  asm("min.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+static __device__ __forceinline__ u32 bc_encode_bf16x2_top(u32 h) {
+  constexpr int EMIN = 1 - (int)BC_ELEM_BIAS;
+  constexpr int EMAX = (1 << (BC_ELEM_BITS - BC_ELEM_SIGNED - BC_ELEM_MBITS)) - 1 - (int)BC_ELEM_BIAS;
+  const u32 a = h & 0x7FFF7FFFu;
+  u32 m = (0x4300u + BC_ELEM_MAX_CODE) * 0x10001u;  // 128 + the largest code
+#pragma unroll
+  for (int e = EMIN; e <= EMAX; e++) {
+    constexpr u32 one = 0x10001u;
+    const u32 slope = ((u32)(127 + (int)BC_ELEM_MBITS - e) << 7) * one;         // 2^(mbits - e)
+    const u32 base = (0x4300u + ((u32)(e - EMIN) << BC_ELEM_MBITS)) * one;     // 128 + (e - emin) 2^mbits
+    u32 y;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(y) : "r"(slope), "r"(a), "r"(base));
+    m = bc_min_bf16x2(m, y);
+  }
+  constexpr u32 up = 1u << (16 - BC_ELEM_BITS);  // the code to the top of its half, below the sign
+  return (m * up - 0x43004300u * up) | (bc_min_bf16x2(h, 0x7F807F80u) & 0x80008000u);
+}
+// The two codes, a in bits [0, BITS) and b in bits [BITS, 2 BITS).
+static __device__ __forceinline__ u32 bc_encode_bf16x2(u32 h) {
+  const u32 c = bc_encode_bf16x2_top(h);
+  return ((c >> (16 - BC_ELEM_BITS)) & ((1u << BC_ELEM_BITS) - 1u)) | ((c >> (32 - BC_ELEM_BITS)) << BC_ELEM_BITS);
+}
+#if BC_ELEM_BITS == 4 && defined(BC_PACK_HIGH_FIRST)
+// Eight 4-bit codes from four top-form pairs (elements 0, 1 | 2, 3 | 4, 5 | 6, 7) as one word,
+// element j at its packing position: the pairs' code bytes gathered (each code in the high nibble
+// of its byte, in output order), each byte's code joined by its right neighbour's, every other
+// byte kept. 9 ALU instructions for 8 codes (placing pairs one by one: ~20).
+static __device__ __forceinline__ u32 bc_pack8_top(u32 p0, u32 p1, u32 p2, u32 p3) {
+  constexpr u32 sel = BC_PACK_HIGH_FIRST ? 0x5713u : 0x7531u;
+  const u32 a = __byte_perm(p0, p1, sel), b = __byte_perm(p2, p3, sel);
+  const u32 ja = ((a >> 4) & 0x0F0F0F0Fu) | ((a >> 8) & 0xF0F0F0F0u);
+  const u32 jb = ((b >> 4) & 0x0F0F0F0Fu) | ((b >> 8) & 0xF0F0F0F0u);
+  return __byte_perm(ja, jb, 0x6420u);
+}
+#endif
+// fp32 a, b narrowed to a bf16x2 by round-to-odd (truncated, the last bit set where bits were
+// dropped): rounding that to the element's grid is rounding a and b themselves (bf16 keeps two
+// bits more than the element; every midpoint of the element is a bf16 value with an even last
+// bit). NaN stays NaN (a payload in the dropped bits sets the last bit), Inf stays Inf.
+static __device__ __forceinline__ u32 bc_bf16x2_rto(float a, float b) {
+  const u32 ua = __float_as_uint(a), ub = __float_as_uint(b);
+  u32 nz;
+  asm("min.u16x2 %0, %1, %2;" : "=r"(nz) : "r"(__byte_perm(ua, ub, 0x5410)), "r"(0x00010001u));
+  return __byte_perm(ua, ub, 0x7632) | nz;
+}
+// x times a power-of-two factor pair: exact (bf16 has fp32's exponent range; e8m0 factors are
+// 2^-127 .. 2^127 or NaN, each a bf16 value)
+static __device__ __forceinline__ u32 bc_hmul2(u32 x, u32 f) {
+  u32 r;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(x), "r"(f));
+  return r;
+}
+static __device__ __forceinline__ u32 bc_bf16x2_pow2(float f) { return (__float_as_uint(f) >> 16) * 0x10001u; }
+#endif
+
 #ifdef BC_ELEM_BITS
 // Two codes, a in bits [0, BITS) and b in bits [BITS, 2 BITS).
 static __device__ __forceinline__ u32 bc_encode2(float a, float b) {

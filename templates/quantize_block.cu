@@ -177,6 +177,40 @@ static __device__ __forceinline__ void bc_pack_quad(u32 *w, int j, float a, floa
 static __device__ __forceinline__ float bc_quad_factor(float e) { return BC_QUAD_FOLD ? __fmul_rn(e, BC_ELEM_VIA_SCALE) : e; }
 #endif
 
+/* bf16 input, e8m0 factors (powers of two), elements encoded in bf16x2 arithmetic: a pair of
+   inputs times its factor is one exact bf16x2 multiply, no fp32 round trip (common.cuh: bc_hmul2) */
+#define BC_RAW2 (BC_ELEM_BF16X2 && BC_DTYPE == 1 && (BC_RULE == 1 || BC_RULE == 2))
+/* other inputs and factors, 4-bit elements encoded in bf16x2 arithmetic: the fp32 products
+   narrowed by round-to-odd (common.cuh: bc_bf16x2_rto), 8 codes a word (bc_pack8_top) */
+#define BC_RTO8 (BC_ELEM_BF16X2 && BC_ELEM_BITS == 4 && !BC_RAW2)
+#if BC_RTO8
+// Codes of elements j .. j + 7 (j a multiple of 8) from their fp32 values times the factor.
+static __device__ __forceinline__ void bc_pack_rto8(u32 *w, int j, const float (&y)[8]) {
+  w[j / 8] = bc_pack8_top(bc_encode_bf16x2_top(bc_bf16x2_rto(y[0], y[1])), bc_encode_bf16x2_top(bc_bf16x2_rto(y[2], y[3])),
+                          bc_encode_bf16x2_top(bc_bf16x2_rto(y[4], y[5])), bc_encode_bf16x2_top(bc_bf16x2_rto(y[6], y[7])));
+}
+#endif
+#if BC_RAW2
+// Codes of elements j, j + 1 (j even) from the bf16 pair x (element j in the low half) and the
+// factor pair f (bc_bf16x2_pow2).
+static __device__ __forceinline__ void bc_pack_raw2(u32 *w, int j, u32 x, u32 f) {
+  bc_put_at(w, bc_pair_pos(j), bc_pair_order(bc_encode_bf16x2(bc_hmul2(x, f))), 2 * BC_ELEM_BITS);
+}
+// Codes of elements j .. j + 7 (j a multiple of 8) from four bf16 pairs: one word of 4-bit codes
+// (common.cuh: bc_pack8_top); other widths pair by pair.
+static __device__ __forceinline__ void bc_pack_raw8(u32 *w, int j, u32 x0, u32 x1, u32 x2, u32 x3, u32 f) {
+#if BC_ELEM_BITS == 4
+  w[j / 8] = bc_pack8_top(bc_encode_bf16x2_top(bc_hmul2(x0, f)), bc_encode_bf16x2_top(bc_hmul2(x1, f)),
+                          bc_encode_bf16x2_top(bc_hmul2(x2, f)), bc_encode_bf16x2_top(bc_hmul2(x3, f)));
+#else
+  bc_pack_raw2(w, j, x0, f);
+  bc_pack_raw2(w, j + 2, x1, f);
+  bc_pack_raw2(w, j + 4, x2, f);
+  bc_pack_raw2(w, j + 6, x3, f);
+#endif
+}
+#endif
+
 #if BC_2D
 // Load index i = tid + k * BC_THREADS: vector column i % BC_VPR, tile row i / BC_VPR. Lane bit o
 // (a power of two) stays inside one 2D block when it only moves the vector column within the
@@ -461,12 +495,30 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
       } else
 #endif
       {
+#if BC_RTO8
+        // 8 elements (one or two input vectors, one block: blocks are 8k elements long) a word
+        static_assert(BC_BC % 8 == 0 && 8 % BC_VE == 0, "8 elements of one block per word");
+#pragma unroll
+        for (int k = 0; k < BC_NV_R; k += 8 / BC_VE) {
+          const int j = k * BC_VE;
+          const float e = enc[BC_NBLK_R == 1 ? 0 : j / BC_BC];
+          float y[8];
+#pragma unroll
+          for (int h = 0; h < 8 / BC_VE; h++) bc_unpack16(v[k + h], y + h * BC_VE);
+#pragma unroll
+          for (int q = 0; q < 8; q++) y[q] = __fmul_rn(y[q], e);
+          bc_pack_rto8(w, j, y);
+        }
+#else
 #pragma unroll
         for (int k = 0; k < BC_NV_R; k++) {
           const int j = k * BC_VE;
+          const float e = enc[BC_NBLK_R == 1 ? 0 : j / BC_BC];
+#if BC_RAW2
+          bc_pack_raw8(w, j, v[k].x, v[k].y, v[k].z, v[k].w, bc_bf16x2_pow2(e));
+#else
           float f[BC_VE];
           bc_unpack16(v[k], f);
-          const float e = enc[BC_NBLK_R == 1 ? 0 : j / BC_BC];
 #if BC_QUAD
           const float eq = bc_quad_factor(e);
           if (BC_QUAD_FOLD && nosat) {
@@ -484,7 +536,9 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
 #pragma unroll
           for (int q = 0; q < BC_VE; q += 2) bc_pack_pair(w, j + q, __fmul_rn(f[q], e), __fmul_rn(f[q + 1], e));
 #endif
+#endif
         }
+#endif
       }
       const i64 left = (cols - c) * BC_ELEM_BITS / 8;
       if (vec_row) {
@@ -621,6 +675,36 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
           BC_COL_QUADS(true)
         }
 #undef BC_COL_QUADS
+#elif BC_RAW2
+        // rows i, i + 1 of each column as one bf16 pair; 8 rows at a time (a block holds 8k rows)
+        static_assert(BC_CH % 8 == 0 && BC_CBH % 8 == 0, "whole groups of 8 rows per block");
+#pragma unroll
+        for (int i = 0; i < BC_CH; i += 8) {
+          u32 lo[4], hi[4];
+#pragma unroll
+          for (int q = 0; q < 4; q++) {
+            const bc_pw x0 = BC_CWORD(i + 2 * q), x1 = BC_CWORD(i + 2 * q + 1);
+            lo[q] = __byte_perm(x0, x1, 0x5410);
+            hi[q] = __byte_perm(x0, x1, 0x7632);
+          }
+          bc_pack_raw8(w[0], i, lo[0], lo[1], lo[2], lo[3], bc_bf16x2_pow2(e0[i / BC_CBH]));
+          bc_pack_raw8(w[1], i, hi[0], hi[1], hi[2], hi[3], bc_bf16x2_pow2(e1[i / BC_CBH]));
+        }
+#elif BC_RTO8
+        static_assert(BC_CH % 8 == 0 && BC_CBH % 8 == 0, "whole groups of 8 rows per block");
+#pragma unroll
+        for (int i = 0; i < BC_CH; i += 8) {
+          const float a0 = e0[i / BC_CBH], a1 = e1[i / BC_CBH];
+          float y0[8], y1[8];
+#pragma unroll
+          for (int q = 0; q < 8; q++) {
+            const bc_pw x = BC_CWORD(i + q);
+            y0[q] = __fmul_rn(bc_pw_lo(x), a0);
+            y1[q] = __fmul_rn(bc_pw_hi(x), a1);
+          }
+          bc_pack_rto8(w[0], i, y0);
+          bc_pack_rto8(w[1], i, y1);
+        }
 #else
 #pragma unroll
         for (int i = 0; i < BC_CH; i += 2) {

@@ -4,6 +4,12 @@
 //    element's for elements encoded through one, and then also the four-code bc_encode4 on x, -x,
 //    x / 2, 2x) and the integer form bc_encode_int_t against the generic float-arithmetic encode
 //    (bc_encode_generic);
+//  - elements encoded in bf16x2 arithmetic (common.cuh: bc_encode_bf16x2): x paired with
+//    x ^ 0x80000001 (in both orders) through the round-to-odd narrowing bc_bf16x2_rto; and the input's bits read
+//    as a bf16 x (low 16 bits), an e8m0 code e (bits 16..23) and a partner bf16 (a bijection of x
+//    for each value of the top 8 bits), the pair's codes bc_encode_bf16x2(bc_hmul2(x, factor(e)))
+//    against the generic encode of fp32 x * factor(e) (2^32 inputs: every bf16 pair position times
+//    every e8m0 factor, each bf16 value paired with 256 partners); tagged by the input's bits;
 //  - decode: every pair of codes through bc_decode2 (hardware or fp16 placement) against the
 //    generic bc_decode (same fp32 bits, or both NaN); those examples are tagged 0xDEC00000.
 // Counts mismatches into *bad and keeps the first few (input bits, generic code, fast code).
@@ -50,6 +56,25 @@ ${KERNEL}(u64 first, u64 count, unsigned long long *__restrict__ bad, u32 *__res
                      bc_encode_generic(x4) << (3 * BC_ELEM_BITS);
       const u32 u4 = bc_encode4_scaled<false>(__fmul_rn(x, k), __fmul_rn(x1, k), __fmul_rn(x2, k), __fmul_rn(x4, k));
       if (n4 != u4) bc_selftest_bad(bad, examples, max_examples, bits, n4, u4);
+    }
+#endif
+#if BC_ELEM_BF16X2
+    {
+      // fp32 pairs through the round-to-odd narrowing, x in either half (partner x ^ 0x80000001)
+      const float y = __uint_as_float(bits ^ 0x80000001u);
+      const u32 gy = bc_encode_generic(y);
+      const u32 h2 = bc_encode_bf16x2(bc_bf16x2_rto(x, y)), h2r = bc_encode_bf16x2(bc_bf16x2_rto(y, x));
+      if ((g | gy << BC_ELEM_BITS) != h2) bc_selftest_bad(bad, examples, max_examples, bits, g | gy << BC_ELEM_BITS, h2);
+      else if ((gy | g << BC_ELEM_BITS) != h2r) bc_selftest_bad(bad, examples, max_examples, bits, gy | g << BC_ELEM_BITS, h2r);
+    }
+    {
+      const u32 lo = bits & 0xFFFFu, hi = (lo * 0x9E37u + (bits >> 24) * 0x3B1u) & 0xFFFFu;
+      const u32 e = (bits >> 16) & 0xFFu;  // the e8m0 encode factor 2^(127 - e), as the kernels form it
+      const float f = __uint_as_float(e == 255u ? 0x7FFFFFFFu : e == 254u ? 0x00400000u : (254u - e) << 23);
+      const u32 gr = bc_encode_generic(__fmul_rn(__uint_as_float(lo << 16), f)) |
+                     bc_encode_generic(__fmul_rn(__uint_as_float(hi << 16), f)) << BC_ELEM_BITS;
+      const u32 hr = bc_encode_bf16x2(bc_hmul2(lo | hi << 16, bc_bf16x2_pow2(f)));
+      if (gr != hr) bc_selftest_bad(bad, examples, max_examples, bits, gr, hr);
     }
 #endif
   }

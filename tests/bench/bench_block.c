@@ -5,8 +5,10 @@
  * 8191x8193 (8190x8194 for 4-bit formats, which need even sizes; 8188x8196 for 6-bit, multiples of
  * 4) and 16384x16384 bf16.
  *   bench_block [--format NAME] [--reps N] [--out FILE] [--shapes 1..3] [--size N] [--quantize-only] [--profile]
+ *               [--dtype bf16|fp32]
  * --size N: the one shape NxN instead of the list; --quantize-only: no dequantize variants (tuning
- * sweeps); --profile: no validation and no timing, each variant launched once per shape (for ncu).
+ * sweeps); --profile: no validation and no timing, each variant launched once per shape (for ncu);
+ * --dtype fp32: fp32 inputs (the same values; the copy's bytes and the dequantize output stay).
  * Bytes counted: the input read once + every output (data and scales) written once; for
  * dequantize the data and scales read + the bf16 output. Two-level formats (NVFP4) are timed as
  * the cast with a given global amax (bc_quantize_cast), and also as bc_quantize (global amax
@@ -21,6 +23,16 @@
 #include "bench.h"
 
 static bc_ctx *ctx;
+static bc_dtype in_dt = BC_BF16; /* --dtype */
+static size_t in_es = 2;
+
+/* the n bf16 values h as an input buffer of in_dt (fp32: the same values) */
+static void *as_input(const uint16_t *h, size_t n) {
+  void *p = malloc(n * in_es);
+  if (in_dt == BC_BF16) memcpy(p, h, n * 2);
+  else for (size_t i = 0; i < n; i++) ((uint32_t *)p)[i] = (uint32_t)h[i] << 16;
+  return p;
+}
 
 typedef struct q_arg {
   bc_tensor x[3];
@@ -66,8 +78,9 @@ static int validate(const bc_format *f, int64_t M, int64_t K) {
   size_t n = (size_t)(M * K);
   uint16_t *h = malloc(n * 2);
   fill_bf16(h, n, 77);
-  void *d_in = dmalloc(n * 2);
-  CK(cudaMemcpy(d_in, h, n * 2, cudaMemcpyHostToDevice));
+  void *hin = as_input(h, n);
+  void *d_in = dmalloc(n * in_es);
+  CK(cudaMemcpy(d_in, hin, n * in_es, cudaMemcpyHostToDevice));
   bufs b;
   if (!bufs_alloc(f, M, K, &b)) return 0;
   float *amax = dmalloc(4), r_amax;
@@ -82,7 +95,7 @@ static int validate(const bc_format *f, int64_t M, int64_t K) {
       rs[d] = malloc(b.l[d].scale_bytes);
     }
     if ((dirs & 1 && !rd[0]) || (dirs & 2 && !rd[1])) continue;
-    bc_tensor x = { d_in, BC_BF16, M, K, 0 }, hx = { h, BC_BF16, M, K, 0 };
+    bc_tensor x = { d_in, in_dt, M, K, 0 }, hx = { hin, in_dt, M, K, 0 };
     bc_qtensor q = { f, M, K, rd[0] ? b.data[0] : NULL, b.scale[0], rd[1] ? b.data[1] : NULL, b.scale[1], amax, NULL, 0, 0, 0, 0 };
     bc_qtensor hq = { f, M, K, rd[0], rs[0], rd[1], rs[1], &r_amax, NULL, 0, 0, 0, 0 };
     if (bc_quantize(ctx, &x, &q, NULL) != BC_OK || bc_ref_quantize(ctx, &hx, &hq) != BC_OK) {
@@ -108,6 +121,7 @@ static int validate(const bc_format *f, int64_t M, int64_t K) {
   cudaFree(d_in);
   cudaFree(amax);
   free(h);
+  free(hin);
   return good;
 }
 
@@ -123,9 +137,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--profile")) profile = 1;
     else if (!strcmp(argv[i], "--quantize-only")) qonly = 1;
     else if (!strcmp(argv[i], "--size") && i + 1 < argc) size = atoll(argv[++i]);
+    else if (!strcmp(argv[i], "--dtype") && i + 1 < argc && !strcmp(argv[i + 1], "fp32")) { in_dt = BC_FP32; in_es = 4; i++; }
+    else if (!strcmp(argv[i], "--dtype") && i + 1 < argc && !strcmp(argv[i + 1], "bf16")) i++;
     else {
       fprintf(stderr, "usage: bench_block [--format NAME] [--reps N] [--out FILE] [--shapes 1..3] [--size N] [--quantize-only] "
-                      "[--profile]\n");
+                      "[--profile] [--dtype bf16|fp32]\n");
       return 2;
     }
   }
@@ -168,9 +184,11 @@ int main(int argc, char **argv) {
       void *in[3];
       for (int b = 0; b < 3; b++) {
         fill_bf16(h, n, 0x1234567ull + (uint64_t)b);
-        in[b] = dmalloc(n * 2);
-        CK(cudaMemcpy(in[b], h, n * 2, cudaMemcpyHostToDevice));
-        a.x[b] = (bc_tensor){ in[b], BC_BF16, M, K, 0 };
+        void *hin = as_input(h, n);
+        in[b] = dmalloc(n * in_es);
+        CK(cudaMemcpy(in[b], hin, n * in_es, cudaMemcpyHostToDevice));
+        free(hin);
+        a.x[b] = (bc_tensor){ in[b], in_dt, M, K, 0 };
       }
       free(h);
       bufs b;
@@ -198,7 +216,7 @@ int main(int argc, char **argv) {
           int d = a.mode - 2;
           a.deq = (bc_tensor){ deq, BC_BF16, b.l[d].data_rows, b.l[d].data_cols, 0 };
         }
-        bytes += 2.0 * (double)n;
+        bytes += (a.mode >= 2 ? 2.0 : (double)in_es) * (double)n;
         if (profile) {
           if (do_q(0, &a)) all_valid = 0;
           CK(cudaDeviceSynchronize());
@@ -207,8 +225,8 @@ int main(int argc, char **argv) {
         float ms = time_median(do_q, &a);
         if (ms < 0) { all_valid = 0; continue; }
         double gbs = bytes / (ms * 1e-3) / 1e9;
-        EMIT("| %s | %s | %lldx%lld bf16 | %.1f | %.0f | %.1f%% | %s |\n", info.name, vars[v].name, (long long)M, (long long)K,
-             ms * 1e3, gbs, 100.0 * gbs / copy, vs);
+        EMIT("| %s | %s | %lldx%lld %s | %.1f | %.0f | %.1f%% | %s |\n", info.name, vars[v].name, (long long)M, (long long)K,
+             a.mode >= 2 ? "bf16" : in_dt == BC_FP32 ? "fp32" : "bf16", ms * 1e3, gbs, 100.0 * gbs / copy, vs);
       }
       cudaFree(deq);
       cudaFree(amax);
