@@ -354,22 +354,18 @@ end
 -- bf16 inputs times an e8m0 factor are one exact bf16x2 multiply (templates/quantize_block.cu:
 -- BC_RAW2); other values are fp32 products narrowed by round-to-odd, which keeps every rounding
 -- decision of an element with two bits fewer than bf16 (mantissa bits <= 5) whose grid, midpoints
--- and max sit inside bf16's normal range. As for via elements, a NaN input must become +max (no
--- Inf/NaN codes). The code is the minimum of one line per binade (at most 4: exponent bits <= 2).
--- Proven against the generic encode for all 2^32 fp32 inputs and every bf16 pair times every e8m0
--- factor by 21-gpu-cvt-selftest.
+-- and midpoints sit inside bf16's normal range (the smallest midpoint 2^(-bias - mbits) >= 2^-126:
+-- a product that bf16 rounds below its normals is below every midpoint, code 0 either way). As for
+-- via elements, a NaN input must become +max (no Inf/NaN codes). The code is the minimum of one
+-- line per binade (at most 3: exponent bits <= 2). 21-gpu-cvt-selftest proves it against the
+-- generic encode for all 2^32 fp32 inputs and every bf16 pair times every e8m0 factor, for the
+-- elements it lists (specs/elements.lua's; a new element's bc_selftest_cvt_NAME kernel is
+-- generated, add its name there).
 function M.bf16x2_encode(e, sm)
   if sm < 90 or (e.hw_cvt and sm >= e.hw_cvt.min_sm) or M.via_element(e, sm) then return false end
   return e.signed and e.subnormals ~= false and #e.nan_codes == 0 and #e.inf_codes == 0 and e.bits < 8
     and e.nan_encode == e.max_code and e.mantissa_bits >= 1 and e.mantissa_bits <= 5
-    and e.exponent_bits <= 2 and e.bias >= 1 and 1 - e.bias - e.mantissa_bits >= -126 and e.max_finite < 2.0 ^ 100
-end
-
--- bf16 bits of a value that bf16 holds exactly (an element's max finite)
-local function bf16_bits(v)
-  local b = string.unpack("<I4", string.pack("<f", v))
-  assert(b & 0xFFFF == 0 and string.unpack("<f", string.pack("<I4", b)) == v, "not a bf16 value")
-  return b >> 16
+    and e.exponent_bits <= 2 and e.bias >= 1 and 1 - e.bias - e.mantissa_bits >= -125 and e.max_finite < 2.0 ^ 100
 end
 
 -- The tile of a block quantize kernel: the tuned tile, grown to whole blocks of every direction
@@ -525,9 +521,6 @@ local function element_defines(e, sm, defs, prefix)
   -- pairs encoded in bf16x2 arithmetic (M.bf16x2_encode)
   local b2 = M.bf16x2_encode(e, sm)
   defs[#defs + 1] = string.format("#define %-28s %s", "BC_ELEM_BF16X2", b2 and "1" or "0")
-  if b2 then
-    defs[#defs + 1] = string.format("#define %-28s 0x%04X%04Xu", "BC_ELEM_BF16X2_MAX", bf16_bits(e.max_finite), bf16_bits(e.max_finite))
-  end
   -- every value of the element is an fp16 value: decode may go through cvt.rn.f16x2.<ptx>
   local f16_exact = e.mantissa_bits <= 10 and 1 - e.bias - e.mantissa_bits >= -24 and e.max_finite <= 65504
   defs[#defs + 1] = string.format("#define %-28s %s", "BC_ELEM_F16_EXACT", f16_exact and "1" or "0")

@@ -181,13 +181,14 @@ static __device__ __forceinline__ float bc_quad_factor(float e) { return BC_QUAD
    inputs times its factor is one exact bf16x2 multiply, no fp32 round trip (common.cuh: bc_hmul2) */
 #define BC_RAW2 (BC_ELEM_BF16X2 && BC_DTYPE == 1 && (BC_RULE == 1 || BC_RULE == 2))
 /* other inputs and factors, 4-bit elements encoded in bf16x2 arithmetic: the fp32 products
-   narrowed by round-to-odd (common.cuh: bc_bf16x2_rto), 8 codes a word (bc_pack8_top) */
+   narrowed by round-to-odd (common.cuh: bc_bf16x2_rto), 8 codes a word (bc_pack8_spread) */
 #define BC_RTO8 (BC_ELEM_BF16X2 && BC_ELEM_BITS == 4 && !BC_RAW2)
 #if BC_RTO8
-// Codes of elements j .. j + 7 (j a multiple of 8) from their fp32 values times the factor.
+// Codes of elements j .. j + 7 (j a multiple of 8) from their fp32 values times the factor;
+// elements k and k + 4 share a pair.
 static __device__ __forceinline__ void bc_pack_rto8(u32 *w, int j, const float (&y)[8]) {
-  w[j / 8] = bc_pack8_top(bc_encode_bf16x2_top(bc_bf16x2_rto(y[0], y[1])), bc_encode_bf16x2_top(bc_bf16x2_rto(y[2], y[3])),
-                          bc_encode_bf16x2_top(bc_bf16x2_rto(y[4], y[5])), bc_encode_bf16x2_top(bc_bf16x2_rto(y[6], y[7])));
+  w[j / 8] = bc_pack8_spread(bc_encode_bf16x2_m(bc_bf16x2_rto(y[0], y[4])), bc_encode_bf16x2_m(bc_bf16x2_rto(y[1], y[5])),
+                             bc_encode_bf16x2_m(bc_bf16x2_rto(y[2], y[6])), bc_encode_bf16x2_m(bc_bf16x2_rto(y[3], y[7])));
 }
 #endif
 #if BC_RAW2
@@ -196,17 +197,30 @@ static __device__ __forceinline__ void bc_pack_rto8(u32 *w, int j, const float (
 static __device__ __forceinline__ void bc_pack_raw2(u32 *w, int j, u32 x, u32 f) {
   bc_put_at(w, bc_pair_pos(j), bc_pair_order(bc_encode_bf16x2(bc_hmul2(x, f))), 2 * BC_ELEM_BITS);
 }
-// Codes of elements j .. j + 7 (j a multiple of 8) from four bf16 pairs: one word of 4-bit codes
-// (common.cuh: bc_pack8_top); other widths pair by pair.
+// Codes of elements j .. j + 7 (j a multiple of 8) from four bf16 pairs x0 .. x3 (elements k and
+// k + 4 in the low and high halves of x_k: the caller pairs them so) and the factor pair f: one
+// word of 4-bit codes (common.cuh: bc_pack8_spread); other widths pair by pair (then x_k holds
+// elements 2k, 2k + 1).
 static __device__ __forceinline__ void bc_pack_raw8(u32 *w, int j, u32 x0, u32 x1, u32 x2, u32 x3, u32 f) {
 #if BC_ELEM_BITS == 4
-  w[j / 8] = bc_pack8_top(bc_encode_bf16x2_top(bc_hmul2(x0, f)), bc_encode_bf16x2_top(bc_hmul2(x1, f)),
-                          bc_encode_bf16x2_top(bc_hmul2(x2, f)), bc_encode_bf16x2_top(bc_hmul2(x3, f)));
+  w[j / 8] = bc_pack8_spread(bc_encode_bf16x2_m(bc_hmul2(x0, f)), bc_encode_bf16x2_m(bc_hmul2(x1, f)),
+                             bc_encode_bf16x2_m(bc_hmul2(x2, f)), bc_encode_bf16x2_m(bc_hmul2(x3, f)));
 #else
   bc_pack_raw2(w, j, x0, f);
   bc_pack_raw2(w, j + 2, x1, f);
   bc_pack_raw2(w, j + 4, x2, f);
   bc_pack_raw2(w, j + 6, x3, f);
+#endif
+}
+// Pairs for bc_pack_raw8 from the four words of 8 consecutive bf16 elements (2k, 2k + 1 in w_k).
+static __device__ __forceinline__ void bc_raw8_pairs(u32 w0, u32 w1, u32 w2, u32 w3, u32 (&x)[4]) {
+#if BC_ELEM_BITS == 4
+  x[0] = __byte_perm(w0, w2, 0x5410);  // elements 0, 4
+  x[1] = __byte_perm(w0, w2, 0x7632);  // 1, 5
+  x[2] = __byte_perm(w1, w3, 0x5410);  // 2, 6
+  x[3] = __byte_perm(w1, w3, 0x7632);  // 3, 7
+#else
+  x[0] = w0, x[1] = w1, x[2] = w2, x[3] = w3;
 #endif
 }
 #endif
@@ -497,7 +511,7 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
       {
 #if BC_RTO8
         // 8 elements (one or two input vectors, one block: blocks are 8k elements long) a word
-        static_assert(BC_BC % 8 == 0 && 8 % BC_VE == 0, "8 elements of one block per word");
+        static_assert(BC_BC % 8 == 0 && 8 % BC_VE == 0 && BC_NV_R % (8 / BC_VE) == 0, "8 elements of one block per word");
 #pragma unroll
         for (int k = 0; k < BC_NV_R; k += 8 / BC_VE) {
           const int j = k * BC_VE;
@@ -515,7 +529,9 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
           const int j = k * BC_VE;
           const float e = enc[BC_NBLK_R == 1 ? 0 : j / BC_BC];
 #if BC_RAW2
-          bc_pack_raw8(w, j, v[k].x, v[k].y, v[k].z, v[k].w, bc_bf16x2_pow2(e));
+          u32 x[4];
+          bc_raw8_pairs(v[k].x, v[k].y, v[k].z, v[k].w, x);
+          bc_pack_raw8(w, j, x[0], x[1], x[2], x[3], bc_bf16x2_pow2(e));
 #else
           float f[BC_VE];
           bc_unpack16(v[k], f);
@@ -676,14 +692,16 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
         }
 #undef BC_COL_QUADS
 #elif BC_RAW2
-        // rows i, i + 1 of each column as one bf16 pair; 8 rows at a time (a block holds 8k rows)
+        // 8 rows of each column at a time (a block holds 8k rows) as bf16 pairs: rows q, q + 4 for
+        // 4-bit codes (bc_pack_raw8), else rows 2q, 2q + 1
         static_assert(BC_CH % 8 == 0 && BC_CBH % 8 == 0, "whole groups of 8 rows per block");
 #pragma unroll
         for (int i = 0; i < BC_CH; i += 8) {
           u32 lo[4], hi[4];
 #pragma unroll
           for (int q = 0; q < 4; q++) {
-            const bc_pw x0 = BC_CWORD(i + 2 * q), x1 = BC_CWORD(i + 2 * q + 1);
+            const int ra = BC_ELEM_BITS == 4 ? q : 2 * q, rb = BC_ELEM_BITS == 4 ? q + 4 : 2 * q + 1;
+            const bc_pw x0 = BC_CWORD(i + ra), x1 = BC_CWORD(i + rb);
             lo[q] = __byte_perm(x0, x1, 0x5410);
             hi[q] = __byte_perm(x0, x1, 0x7632);
           }

@@ -2,8 +2,10 @@
  * the generic ones derived from specs/elements.lua: the hardware encode (cvt.rn.satfinite.
  * {e4m3,e5m2}x2.f32, sm_89+) and the integer-form encode against the float-arithmetic encode for
  * all 2^32 fp32 inputs; the hardware decode (e4m3, e5m2) and the fp16-placement decode (e2m1)
- * against the generic decode for every pair of codes; and the exact reciprocal bc_rcp_rn against
- * __frcp_rn for all 2^32 fp32 inputs. */
+ * against the generic decode for every pair of codes; for e2m1 (bf16x2 arithmetic, sm_90+) the pair
+ * encode through the round-to-odd narrowing on all 2^32 fp32 inputs in either half and on every bf16
+ * pair times every e8m0 factor; and the exact reciprocal bc_rcp_rn against __frcp_rn for all 2^32
+ * fp32 inputs. A new element with a fast path gets a bc_selftest_cvt_NAME kernel: add it to elems[]. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -29,6 +29,7 @@ static size_t in_es = 2;
 /* the n bf16 values h as an input buffer of in_dt (fp32: the same values) */
 static void *as_input(const uint16_t *h, size_t n) {
   void *p = malloc(n * in_es);
+  if (!p) { fprintf(stderr, "bench_block: out of memory for %zu input bytes\n", n * in_es); exit(1); }
   if (in_dt == BC_BF16) memcpy(p, h, n * 2);
   else for (size_t i = 0; i < n; i++) ((uint32_t *)p)[i] = (uint32_t)h[i] << 16;
   return p;
@@ -82,7 +83,12 @@ static int validate(const bc_format *f, int64_t M, int64_t K) {
   void *d_in = dmalloc(n * in_es);
   CK(cudaMemcpy(d_in, hin, n * in_es, cudaMemcpyHostToDevice));
   bufs b;
-  if (!bufs_alloc(f, M, K, &b)) return 0;
+  if (!bufs_alloc(f, M, K, &b)) {
+    free(h);
+    free(hin);
+    cudaFree(d_in);
+    return 0;
+  }
   float *amax = dmalloc(4), r_amax;
   int good = 1;
   for (int dirs = 1; dirs <= 3; dirs++) {

@@ -346,7 +346,7 @@ BC_ELEM_TRAITS(bc_selem, BC_SELEM)
 
 #if defined(BC_ELEM_BITS) && BC_ELEM_BF16X2
 // Two codes from the bf16x2 h (a in the low half, b in the high one), values already times the
-// block factor (exactly: bc_hmul2 of bf16 inputs and a power-of-two factor), in packed bf16
+// block factor (bc_hmul2 of bf16 inputs and a power-of-two factor, or bc_bf16x2_rto), in packed bf16
 // arithmetic (gen/blockcast.lua: bf16x2_encode). The code of |v| is a concave piecewise-linear
 // function of it rounded to an integer, nearest even: in binade e (the subnormals with emin) the
 // codes are |v| 2^(mbits - e) + (e - emin) 2^mbits, consecutive integers for consecutive grid
@@ -355,13 +355,13 @@ BC_ELEM_TRAITS(bc_selem, BC_SELEM)
 // rounding is monotonic, so the minimum of the rounded lines is the rounded minimum. A NaN makes
 // every line NaN: the cap (+max); min(h, +Inf) drops its sign. Most of the work is on the FMA
 // pipe: the 4-bit quantize kernels are bound by the ALU pipe (tests/bench/NOTES.md).
-// Result: each code at the top of its half (bits [16 - BITS, 16) and [32 - BITS, 32)).
+// Result: per half, the bf16 bits of 128 + the code (sign bit included), i.e. 0x4300 + code.
 static __device__ __forceinline__ u32 bc_min_bf16x2(u32 a, u32 b) {
   u32 r;
   asm("min.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
   return r;
 }
-static __device__ __forceinline__ u32 bc_encode_bf16x2_top(u32 h) {
+static __device__ __forceinline__ u32 bc_encode_bf16x2_m(u32 h) {
   constexpr int EMIN = 1 - (int)BC_ELEM_BIAS;
   constexpr int EMAX = (1 << (BC_ELEM_BITS - BC_ELEM_SIGNED - BC_ELEM_MBITS)) - 1 - (int)BC_ELEM_BIAS;
   const u32 a = h & 0x7FFF7FFFu;
@@ -375,30 +375,30 @@ static __device__ __forceinline__ u32 bc_encode_bf16x2_top(u32 h) {
     asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(y) : "r"(slope), "r"(a), "r"(base));
     m = bc_min_bf16x2(m, y);
   }
-  constexpr u32 up = 1u << (16 - BC_ELEM_BITS);  // the code to the top of its half, below the sign
-  return (m * up - 0x43004300u * up) | (bc_min_bf16x2(h, 0x7F807F80u) & 0x80008000u);
+  // the sign bit (bit 15 of each half) added as the code's top bit: (s >> (16 - BITS)), an FMA-pipe
+  // mad.hi instead of a shift and an or
+  const u32 s = bc_min_bf16x2(h, 0x7F807F80u) & 0x80008000u;
+  return __umulhi(s, 1u << (16 + BC_ELEM_BITS)) + m;
 }
 // The two codes, a in bits [0, BITS) and b in bits [BITS, 2 BITS).
 static __device__ __forceinline__ u32 bc_encode_bf16x2(u32 h) {
-  const u32 c = bc_encode_bf16x2_top(h);
-  return ((c >> (16 - BC_ELEM_BITS)) & ((1u << BC_ELEM_BITS) - 1u)) | ((c >> (32 - BC_ELEM_BITS)) << BC_ELEM_BITS);
+  const u32 d = bc_encode_bf16x2_m(h) - 0x43004300u;
+  return (d & 0xFFFFu) | ((d >> 16) << BC_ELEM_BITS);
 }
 #if BC_ELEM_BITS == 4 && defined(BC_PACK_HIGH_FIRST)
-// Eight 4-bit codes from four top-form pairs (elements 0, 1 | 2, 3 | 4, 5 | 6, 7) as one word,
-// element j at its packing position: the pairs' code bytes gathered (each code in the high nibble
-// of its byte, in output order), each byte's code joined by its right neighbour's, every other
-// byte kept. 9 ALU instructions for 8 codes (placing pairs one by one: ~20).
-static __device__ __forceinline__ u32 bc_pack8_top(u32 p0, u32 p1, u32 p2, u32 p3) {
-  constexpr u32 sel = BC_PACK_HIGH_FIRST ? 0x5713u : 0x7531u;
-  const u32 a = __byte_perm(p0, p1, sel), b = __byte_perm(p2, p3, sel);
-  const u32 ja = ((a >> 4) & 0x0F0F0F0Fu) | ((a >> 8) & 0xF0F0F0F0u);
-  const u32 jb = ((b >> 4) & 0x0F0F0F0Fu) | ((b >> 8) & 0xF0F0F0F0u);
-  return __byte_perm(ja, jb, 0x6420u);
+// Eight 4-bit codes as one word from four bc_encode_bf16x2_m results m_k holding elements k and
+// k + 4 (k = 0..3): element k's code goes to bit P_k (its packing position), element k + 4's, 16
+// bits up, to P_k + 16, as the packing wants; sum of (m_k - 0x43004300) 2^P_k, exact modulo 2^32
+// (the codes occupy disjoint nibbles): multiply-adds on the FMA pipe, no ALU instruction.
+static __device__ __forceinline__ u32 bc_pack8_spread(u32 m0, u32 m1, u32 m2, u32 m3) {
+  constexpr u32 p0 = 1u << (4 * (BC_PACK_HIGH_FIRST ? 1 : 0)), p1 = 1u << (4 * (BC_PACK_HIGH_FIRST ? 0 : 1));
+  constexpr u32 p2 = 1u << (4 * (BC_PACK_HIGH_FIRST ? 3 : 2)), p3 = 1u << (4 * (BC_PACK_HIGH_FIRST ? 2 : 3));
+  return m0 * p0 + m1 * p1 + m2 * p2 + m3 * p3 - 0x43004300u * (p0 + p1 + p2 + p3);
 }
 #endif
 // fp32 a, b narrowed to a bf16x2 by round-to-odd (truncated, the last bit set where bits were
-// dropped): rounding that to the element's grid is rounding a and b themselves (bf16 keeps two
-// bits more than the element; every midpoint of the element is a bf16 value with an even last
+// dropped): rounding that to the element's grid is rounding a and b themselves (bf16 keeps at
+// least two bits more than the element; every midpoint of the element is a bf16 value with an even last
 // bit). NaN stays NaN (a payload in the dropped bits sets the last bit), Inf stays Inf.
 static __device__ __forceinline__ u32 bc_bf16x2_rto(float a, float b) {
   const u32 ua = __float_as_uint(a), ub = __float_as_uint(b);
@@ -406,8 +406,9 @@ static __device__ __forceinline__ u32 bc_bf16x2_rto(float a, float b) {
   asm("min.u16x2 %0, %1, %2;" : "=r"(nz) : "r"(__byte_perm(ua, ub, 0x5410)), "r"(0x00010001u));
   return __byte_perm(ua, ub, 0x7632) | nz;
 }
-// x times a power-of-two factor pair: exact (bf16 has fp32's exponent range; e8m0 factors are
-// 2^-127 .. 2^127 or NaN, each a bf16 value)
+// x times a power-of-two factor pair (e8m0 factors are 2^-127 .. 2^127 or NaN, each a bf16 value):
+// exact down to bf16's normals (it has fp32's exponent range); a product rounded below them is
+// below every midpoint of an element bf16x2_encode admits, whose code is then 0 either way
 static __device__ __forceinline__ u32 bc_hmul2(u32 x, u32 f) {
   u32 r;
   asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(x), "r"(f));
