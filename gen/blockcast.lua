@@ -82,10 +82,12 @@ local function plan_common()
     local e = registry.elements[en]
     -- an element with a fast conversion path gets a self-test (all fp32 inputs, all code pairs)
     local via = M.via_element(e, 1000)
-    if e.hw_cvt or M.f16_place(e) or via then
+    local nv = M.nonneg_via(e, 1000)
+    if e.hw_cvt or M.f16_place(e) or via or nv then
       -- from the lowest arch where a fast encode exists (its own conversion, or the wider element's)
       local min_sm = e.hw_cvt and e.hw_cvt.min_sm or nil
       if via and (not min_sm or via.hw_cvt.min_sm < min_sm) then min_sm = via.hw_cvt.min_sm end
+      if nv and not M.f16_place(e) and (not min_sm or nv.hw_cvt.min_sm < min_sm) then min_sm = nv.hw_cvt.min_sm end
       add_kernel({ name = "bc_selftest_cvt_" .. en, family = "selftest_cvt", elem = e, template = "selftest_cvt.cu",
                    tuning = "amax", min_sm = min_sm })
     end
@@ -368,6 +370,36 @@ function M.bf16x2_encode(e, sm)
     and e.exponent_bits <= 2 and e.bias >= 1 and 1 - e.bias - e.mantissa_bits >= -125 and e.max_finite < 2.0 ^ 100
 end
 
+-- An unsigned element without a hardware conversion of its own at sm may take the one of a signed
+-- element whose non-negative half it is (one bit wider, same exponent and mantissa bits and bias,
+-- every code the same value, the same NaN codes in that half, the same max and NaN encode) for
+-- inputs that are non-negative or NaN: a block scale from an amax (ue4m3 through e4m3). The
+-- signed element's values must all be fp16 values (the decode goes through cvt.rn.f16x2).
+-- 21-gpu-cvt-selftest proves encode and decode against the generic ones. Returns v or nil.
+function M.nonneg_via(e, sm)
+  if e.signed or (e.hw_cvt and sm >= e.hw_cvt.min_sm) or #e.inf_codes > 0 then return nil end
+  for _, vn in ipairs(spec.sorted_keys(registry.elements)) do
+    local v = registry.elements[vn]
+    if v.hw_cvt and sm >= v.hw_cvt.min_sm and v.signed and v.bits == e.bits + 1 and v.bits == 8
+       and v.mantissa_bits == e.mantissa_bits and v.exponent_bits == e.exponent_bits and v.bias == e.bias
+       and v.nan_encode == e.nan_encode and v.max_code == e.max_code and (v.subnormals ~= false) == (e.subnormals ~= false)
+       and v.mantissa_bits <= 10 and 1 - v.bias - v.mantissa_bits >= -24 and v.max_finite <= 65504 then
+      local vnan, enan, ok = {}, {}, true
+      for _, c in ipairs(v.nan_codes) do if c < (1 << e.bits) then vnan[c] = true end end
+      for _, c in ipairs(e.nan_codes) do enan[c] = true end
+      for _, c in ipairs(v.inf_codes) do if c < (1 << e.bits) then ok = false end end
+      for c = 0, (1 << e.bits) - 1 do
+        if (vnan[c] or false) ~= (enan[c] or false) or (not enan[c] and formats.layout_value(v, c) ~= formats.layout_value(e, c)) then
+          ok = false
+          break
+        end
+      end
+      if ok then return v end
+    end
+  end
+  return nil
+end
+
 -- The tile of a block quantize kernel: the tuned tile, grown to whole blocks of every direction
 -- it writes (rowwise 1xN: N columns; columnwise Nx1: N rows; 2D NxN: both).
 local function block_tile(k, t)
@@ -508,6 +540,10 @@ local function element_defines(e, sm, defs, prefix)
   end
   d("_IS_NAN(c)", code_test(e.nan_codes))
   d("_IS_INF(c)", code_test(e.inf_codes))
+  -- an unsigned element through its signed twin's conversion, for non-negative inputs (M.nonneg_via)
+  local nv = M.nonneg_via(e, sm)
+  d("_NONNEG_HW", nv and "1" or "0")
+  if nv then d("_NONNEG_PTX", '"' .. nv.hw_cvt.ptx .. '"') end
   if prefix ~= "BC_ELEM" then return "none" end
   local hw = e.hw_cvt and sm >= e.hw_cvt.min_sm
   defs[#defs + 1] = string.format("#define %-28s %s", "BC_ELEM_HW_CVT", hw and "1" or "0")

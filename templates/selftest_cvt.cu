@@ -28,6 +28,13 @@ ${KERNEL}(u64 first, u64 count, unsigned long long *__restrict__ bad, u32 *__res
   const u64 stride = (u64)gridDim.x * BC_THREADS;
   const u64 t = (u64)blockIdx.x * BC_THREADS + threadIdx.x;
   const u32 mask = (1u << BC_ELEM_BITS) - 1u;
+#if BC_ELEM_NONNEG_HW
+  if (first == 0 && t < (1u << BC_ELEM_BITS)) {  // every code's value through fp16
+    const float a = bc_elem_decode_hw((u32)t), ga = bc_decode((u32)t);
+    if (!(a != a ? ga != ga : __float_as_uint(a) == __float_as_uint(ga)))
+      bc_selftest_bad(bad, examples, max_examples, 0xDEC10000u | (u32)t, __float_as_uint(ga), __float_as_uint(a));
+  }
+#endif
   if (first == 0 && t < (1u << (2 * BC_ELEM_BITS))) {
     float a, b;
     bc_decode2((u32)t, &a, &b);
@@ -56,6 +63,15 @@ ${KERNEL}(u64 first, u64 count, unsigned long long *__restrict__ bad, u32 *__res
                      bc_encode_generic(x4) << (3 * BC_ELEM_BITS);
       const u32 u4 = bc_encode4_scaled<false>(__fmul_rn(x, k), __fmul_rn(x1, k), __fmul_rn(x2, k), __fmul_rn(x4, k));
       if (n4 != u4) bc_selftest_bad(bad, examples, max_examples, bits, n4, u4);
+    }
+#endif
+#if BC_ELEM_NONNEG_HW
+    // an unsigned element through its signed twin, for inputs >= 0 or NaN (the sign bit cleared;
+    // a NaN of either sign)
+    {
+      const float xn = (x != x) ? x : fabsf(x);
+      const u32 gn = bc_encode_generic(xn), hn = bc_elem_encode_nonneg(xn);
+      if (gn != hn) bc_selftest_bad(bad, examples, max_examples, __float_as_uint(xn), gn, hn);
     }
 #endif
 #if BC_ELEM_BF16X2

@@ -4,7 +4,8 @@
  * all 2^32 fp32 inputs; the hardware decode (e4m3, e5m2) and the fp16-placement decode (e2m1)
  * against the generic decode for every pair of codes; for e2m1 (bf16x2 arithmetic, sm_90+) the pair
  * encode through the round-to-odd narrowing on all 2^32 fp32 inputs in either half and on every bf16
- * pair times every e8m0 factor; and the exact reciprocal bc_rcp_rn against __frcp_rn for all 2^32
+ * pair times every e8m0 factor; ue4m3 (NVFP4's scales) through e4m3's conversions for every
+ * non-negative or NaN input and every code; and the exact reciprocal bc_rcp_rn against __frcp_rn for all 2^32
  * fp32 inputs. A new element with a fast path gets a bc_selftest_cvt_NAME kernel: add it to elems[]. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -47,7 +48,7 @@ int main(void) {
   bc_ctx *ctx;
   char err[1024];
   if (bc_ctx_create(&ctx, err, sizeof err) != BC_OK) { printf("Bail out! %s\n", err); return 1; }
-  const char *elems[] = { "e4m3", "e5m2", "e2m1", "e3m2", "e2m3" };
+  const char *elems[] = { "e4m3", "e5m2", "e2m1", "e3m2", "e2m3", "ue4m3" };
   unsigned long long count = 0, nbad;
   uint32_t hex[48];
   for (int i = 0; i < (int)(sizeof elems / sizeof *elems); i++) {
