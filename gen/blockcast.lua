@@ -235,11 +235,15 @@ local TUNING_SCHEMA = {
   fields = {},
 }
 -- quantize_block_2d (optional): block quantize kernels of formats with 2D blocks of 64 rows or more
--- (their tiles are that tall, with 2D amaxes); quantize_block's values serve where it is absent.
+-- (their tiles are that tall, with 2D amaxes); quantize_block_4bit_row / _col (optional): block
+-- quantize kernels of 4-bit elements from 16-bit inputs writing one direction only (fp32 inputs
+-- need more registers). quantize_block's values serve
+-- where one is absent.
+local OPTIONAL_FAMILIES = { quantize_block_2d = true, quantize_block_4bit_row = true, quantize_block_4bit_col = true }
 for _, fam in ipairs({ "amax", "quantize_row", "quantize_tile", "dequantize", "quantize_block", "dequantize_block",
-                       "quantize_block_2d" }) do
+                       "quantize_block_2d", "quantize_block_4bit_row", "quantize_block_4bit_col" }) do
   TUNING_SCHEMA.fields[fam] = {
-    type = "table", required = fam ~= "quantize_block_2d",
+    type = "table", required = not OPTIONAL_FAMILIES[fam],
     fields = {
       threads = { type = "integer", required = true, min = 32, max = 1024 },
       unroll = { type = "integer", min = 1, max = 16 },
@@ -447,6 +451,9 @@ function M.launch(name, arch)
   local t = tune[k.tuning]
   if k.template == "quantize_block.cu" and k.format.block.rows >= 64 and tune.quantize_block_2d then
     t = tune.quantize_block_2d
+  elseif k.template == "quantize_block.cu" and k.format.elem.bits == 4 and k.dir ~= "rowcol"
+         and DTYPE_SIZE[k.dtype] == 2 and tune["quantize_block_4bit_" .. k.dir] then
+    t = tune["quantize_block_4bit_" .. k.dir]
   end
   local vec = k.dtype and (16 // DTYPE_SIZE[k.dtype]) or 16
   if k.family == "dequantize" and not k.dir then vec = 8 end

@@ -1,6 +1,7 @@
 /* 01-generator: generation is deterministic (two contexts give byte-identical sources for every
  * kernel and arch), headers name the spec, its hash and the generator version, there is no
- * timestamp, and one kernel matches its golden file (BC_UPDATE_GOLDEN=1 rewrites it). */
+ * timestamp, tuning families reach their kernels, and one kernel matches its golden file
+ * (BC_UPDATE_GOLDEN=1 rewrites it). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +46,25 @@ int main(void) {
     is_int(headers, l.n, "%s: every source has the generated-by header (spec, hash, version)", ARCHS[ai]);
     is_int(stamps, 0, "%s: no timestamps", ARCHS[ai]);
     for (int i = 0; i < l.n; i++) free(l.v[i]);
+  }
+
+  /* tuning families reach the kernels (gen/tuning/sm_90.lua): one-direction 4-bit quantize from
+     16-bit inputs has its own min_blocks; fp32 inputs, both directions, 8-bit formats and archs
+     without the entries keep quantize_block's */
+  const struct { const char *kernel, *arch; int min_blocks; } tb[] = {
+    { "bc_quantize_mxfp4__bf16__row", "sm_90", 6 },     { "bc_quantize_nvfp4__fp16__row__list", "sm_90", 6 },
+    { "bc_quantize_nvfp4_2d__bf16__col", "sm_90", 5 },  { "bc_quantize_mxfp4__bf16__rowcol", "sm_90", 4 },
+    { "bc_quantize_mxfp4__fp32__row", "sm_90", 4 },     { "bc_quantize_mxfp8_e4m3__bf16__row", "sm_90", 4 },
+    { "bc_quantize_mxfp4__bf16__row", "sm_100a", 4 },   { "bc_quantize_fp8_block_128x128__bf16__row", "sm_90", 3 },
+  };
+  for (size_t i = 0; i < sizeof tb / sizeof *tb; i++) {
+    char *s, want[96];
+    size_t sn;
+    snprintf(want, sizeof want, "#define BC_MIN_BLOCKS                %d\n", tb[i].min_blocks);
+    int got = bc_kernel_source(a, tb[i].kernel, tb[i].arch, &s, &sn) == BC_OK;
+    ok(got && strstr(s, want) != NULL, "%s on %s: min_blocks %d from its tuning family", tb[i].kernel, tb[i].arch,
+       tb[i].min_blocks);
+    if (got) free(s);
   }
 
   char *src;
