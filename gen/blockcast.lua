@@ -237,8 +237,7 @@ local TUNING_SCHEMA = {
 -- quantize_block_2d (optional): block quantize kernels of formats with 2D blocks of 64 rows or more
 -- (their tiles are that tall, with 2D amaxes); quantize_block_4bit_row / _col (optional): block
 -- quantize kernels of 4-bit elements from 16-bit inputs writing one direction only (fp32 inputs
--- need more registers). quantize_block's values serve
--- where one is absent.
+-- need more registers). quantize_block's values serve where one is absent.
 local OPTIONAL_FAMILIES = { quantize_block_2d = true, quantize_block_4bit_row = true, quantize_block_4bit_col = true }
 for _, fam in ipairs({ "amax", "quantize_row", "quantize_tile", "dequantize", "quantize_block", "dequantize_block",
                        "quantize_block_2d", "quantize_block_4bit_row", "quantize_block_4bit_col" }) do
@@ -359,8 +358,8 @@ end
 -- time in bf16x2 arithmetic (sm_90: fma/mul.rn.bf16x2, min.u16x2; common.cuh: bc_encode_bf16x2):
 -- bf16 inputs times an e8m0 factor are one exact bf16x2 multiply (templates/quantize_block.cu:
 -- BC_RAW2); other values are fp32 products narrowed by round-to-odd, which keeps every rounding
--- decision of an element with two bits fewer than bf16 (mantissa bits <= 5) whose grid, midpoints
--- and midpoints sit inside bf16's normal range (the smallest midpoint 2^(-bias - mbits) >= 2^-126:
+-- decision of an element with two bits fewer than bf16 (mantissa bits <= 5) whose grid and
+-- midpoints sit inside bf16's normal range (the smallest midpoint 2^(-bias - mbits) >= 2^-126:
 -- a product that bf16 rounds below its normals is below every midpoint, code 0 either way). As for
 -- via elements, a NaN input must become +max (no Inf/NaN codes). The code is the minimum of one
 -- line per binade (at most 3: exponent bits <= 2). 21-gpu-cvt-selftest proves it against the
@@ -372,6 +371,11 @@ function M.bf16x2_encode(e, sm)
   return e.signed and e.subnormals ~= false and #e.nan_codes == 0 and #e.inf_codes == 0 and e.bits < 8
     and e.nan_encode == e.max_code and e.mantissa_bits >= 1 and e.mantissa_bits <= 5
     and e.exponent_bits <= 2 and e.bias >= 1 and 1 - e.bias - e.mantissa_bits >= -125 and e.max_finite < 2.0 ^ 100
+end
+
+-- Every value of the element is an fp16 value (decodes may go through cvt.rn.f16x2).
+local function f16_exact(e)
+  return e.mantissa_bits <= 10 and 1 - e.bias - e.mantissa_bits >= -24 and e.max_finite <= 65504
 end
 
 -- An unsigned element without a hardware conversion of its own at sm may take the one of a signed
@@ -387,7 +391,7 @@ function M.nonneg_via(e, sm)
     if v.hw_cvt and sm >= v.hw_cvt.min_sm and v.signed and v.bits == e.bits + 1 and v.bits == 8
        and v.mantissa_bits == e.mantissa_bits and v.exponent_bits == e.exponent_bits and v.bias == e.bias
        and v.nan_encode == e.nan_encode and v.max_code == e.max_code and (v.subnormals ~= false) == (e.subnormals ~= false)
-       and v.mantissa_bits <= 10 and 1 - v.bias - v.mantissa_bits >= -24 and v.max_finite <= 65504 then
+       and f16_exact(v) then
       local vnan, enan, ok = {}, {}, true
       for _, c in ipairs(v.nan_codes) do if c < (1 << e.bits) then vnan[c] = true end end
       for _, c in ipairs(e.nan_codes) do enan[c] = true end
@@ -565,8 +569,7 @@ local function element_defines(e, sm, defs, prefix)
   local b2 = M.bf16x2_encode(e, sm)
   defs[#defs + 1] = string.format("#define %-28s %s", "BC_ELEM_BF16X2", b2 and "1" or "0")
   -- every value of the element is an fp16 value: decode may go through cvt.rn.f16x2.<ptx>
-  local f16_exact = e.mantissa_bits <= 10 and 1 - e.bias - e.mantissa_bits >= -24 and e.max_finite <= 65504
-  defs[#defs + 1] = string.format("#define %-28s %s", "BC_ELEM_F16_EXACT", f16_exact and "1" or "0")
+  defs[#defs + 1] = string.format("#define %-28s %s", "BC_ELEM_F16_EXACT", f16_exact(e) and "1" or "0")
   defs[#defs + 1] = string.format("#define %-28s %s", "BC_ELEM_F16_PLACE", M.f16_place(e) and "1" or "0")
   return hw and e.hw_cvt.ptx or via and via.hw_cvt.ptx or "none"
 end

@@ -14,6 +14,11 @@
 //    generic bc_decode (same fp32 bits, or both NaN); those examples are tagged 0xDEC00000.
 // Counts mismatches into *bad and keeps the first few (input bits, generic code, fast code).
 
+// the same fp32 bits, or both NaN
+static __device__ __forceinline__ bool bc_same_value(float a, float b) {
+  return a != a ? b != b : __float_as_uint(a) == __float_as_uint(b);
+}
+
 static __device__ void bc_selftest_bad(unsigned long long *bad, u32 *examples, int max_examples, u32 in, u32 g, u32 h) {
   unsigned long long n = atomicAdd(bad, 1ull);
   if ((int)n < max_examples) {
@@ -31,7 +36,7 @@ ${KERNEL}(u64 first, u64 count, unsigned long long *__restrict__ bad, u32 *__res
 #if BC_ELEM_NONNEG_HW
   if (first == 0 && t < (1u << BC_ELEM_BITS)) {  // every code's value through fp16
     const float a = bc_elem_decode_hw((u32)t), ga = bc_decode((u32)t);
-    if (!(a != a ? ga != ga : __float_as_uint(a) == __float_as_uint(ga)))
+    if (!bc_same_value(a, ga))
       bc_selftest_bad(bad, examples, max_examples, 0xDEC10000u | (u32)t, __float_as_uint(ga), __float_as_uint(a));
   }
 #endif
@@ -39,8 +44,7 @@ ${KERNEL}(u64 first, u64 count, unsigned long long *__restrict__ bad, u32 *__res
     float a, b;
     bc_decode2((u32)t, &a, &b);
     float ga = bc_decode((u32)t & mask), gb = bc_decode(((u32)t >> BC_ELEM_BITS) & mask);
-    bool same = (a != a ? ga != ga : __float_as_uint(a) == __float_as_uint(ga)) &&
-                (b != b ? gb != gb : __float_as_uint(b) == __float_as_uint(gb));
+    bool same = bc_same_value(a, ga) && bc_same_value(b, gb);
     if (!same) bc_selftest_bad(bad, examples, max_examples, 0xDEC00000u | (u32)t, __float_as_uint(ga), __float_as_uint(a));
   }
   for (u64 i = t; i < count; i += stride) {
@@ -85,8 +89,7 @@ ${KERNEL}(u64 first, u64 count, unsigned long long *__restrict__ bad, u32 *__res
     }
     {
       const u32 lo = bits & 0xFFFFu, hi = (lo * 0x9E37u + (bits >> 24) * 0x3B1u) & 0xFFFFu;
-      const u32 e = (bits >> 16) & 0xFFu;  // the e8m0 encode factor 2^(127 - e), as the kernels form it
-      const float f = __uint_as_float(e == 255u ? 0x7FFFFFFFu : e == 254u ? 0x00400000u : (254u - e) << 23);
+      const float f = bc_e8m0_enc((bits >> 16) & 0xFFu);  // the e8m0 encode factor, as the kernels form it
       const u32 gr = bc_encode_generic(__fmul_rn(__uint_as_float(lo << 16), f)) |
                      bc_encode_generic(__fmul_rn(__uint_as_float(hi << 16), f)) << BC_ELEM_BITS;
       const u32 hr = bc_encode_bf16x2(bc_hmul2(lo | hi << 16, bc_bf16x2_pow2(f)));

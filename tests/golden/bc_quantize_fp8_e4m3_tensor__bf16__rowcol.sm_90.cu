@@ -849,6 +849,19 @@ struct bc_rng {
   }
 };
 
+// 2^(127 - e) for an e8m0 code e (e = 254: the denormal 2^-127, e = 255: NaN)
+static __device__ __forceinline__ float bc_e8m0_enc(u32 e) {
+  if (e == 255u) return __uint_as_float(0x7FFFFFFFu);
+  if (e == 254u) return __uint_as_float(0x00400000u);
+  return __uint_as_float((254u - e) << 23);
+}
+// 2^(e - 127) (e = 0: the denormal 2^-127, e = 255: NaN)
+static __device__ __forceinline__ float bc_e8m0_dec(u32 e) {
+  if (e == 255u) return __uint_as_float(0x7FFFFFFFu);
+  if (e == 0u) return __uint_as_float(0x00400000u);
+  return __uint_as_float(e << 23);
+}
+
 #ifdef BC_BLOCK_FORMAT
 // The scale of one block from its amax: `enc` multiplies the inputs before the conversion;
 // `stored` is the scale_inv entry (fp32 bits, or an e8m0 / scale-element code).
@@ -876,18 +889,6 @@ static __device__ __forceinline__ bc_tensor_scale bc_tensor_scale_from_amax(cons
   return t;
 }
 
-// 2^(127 - e) for an e8m0 code e (e = 254: the denormal 2^-127, e = 255: NaN)
-static __device__ __forceinline__ float bc_e8m0_enc(u32 e) {
-  if (e == 255u) return __uint_as_float(0x7FFFFFFFu);
-  if (e == 254u) return __uint_as_float(0x00400000u);
-  return __uint_as_float((254u - e) << 23);
-}
-// 2^(e - 127) (e = 0: the denormal 2^-127, e = 255: NaN)
-static __device__ __forceinline__ float bc_e8m0_dec(u32 e) {
-  if (e == 255u) return __uint_as_float(0x7FFFFFFFu);
-  if (e == 0u) return __uint_as_float(0x00400000u);
-  return __uint_as_float(e << 23);
-}
 
 #ifdef BC_DTYPE
 static __device__ __forceinline__ bc_bscale bc_block_scale(float amax, const bc_tensor_scale &ts) {
