@@ -239,41 +239,68 @@ local TUNING_SCHEMA = {
 -- quantize kernels of 4-bit elements from 16-bit inputs writing one direction only (fp32 inputs
 -- need more registers). quantize_block's values serve where one is absent.
 local OPTIONAL_FAMILIES = { quantize_block_2d = true, quantize_block_4bit_row = true, quantize_block_4bit_col = true }
-for _, fam in ipairs({ "amax", "quantize_row", "quantize_tile", "dequantize", "quantize_block", "dequantize_block",
-                       "quantize_block_2d", "quantize_block_4bit_row", "quantize_block_4bit_col" }) do
-  TUNING_SCHEMA.fields[fam] = {
-    type = "table", required = not OPTIONAL_FAMILIES[fam],
-    fields = {
-      threads = { type = "integer", required = true, min = 32, max = 1024 },
-      unroll = { type = "integer", min = 1, max = 16 },
-      blocks_per_sm = { type = "integer", min = 1, max = 64 },
-      tile_rows = { type = "integer", min = 8, max = 256 },
-      tile_cols = { type = "integer", min = 8, max = 256 },
-      col_vec = { type = "integer", enum = { 2, 4, 8, 16 } },
-      min_blocks = { type = "integer", min = 1, max = 32 },
-      store_cs = { type = "boolean" },
-    },
-  }
+local TUNING_PARAMS = {
+  threads = { type = "integer", required = true, min = 32, max = 1024 },
+  unroll = { type = "integer", min = 1, max = 16 },
+  blocks_per_sm = { type = "integer", min = 1, max = 64 },
+  tile_rows = { type = "integer", min = 8, max = 256 },
+  tile_cols = { type = "integer", min = 8, max = 256 },
+  col_vec = { type = "integer", enum = { 2, 4, 8, 16 } },
+  min_blocks = { type = "integer", min = 1, max = 32 },
+  store_cs = { type = "boolean" },
+}
+local TUNING_FAMILIES = { "amax", "quantize_row", "quantize_tile", "dequantize", "quantize_block", "dequantize_block",
+                          "quantize_block_2d", "quantize_block_4bit_row", "quantize_block_4bit_col" }
+for _, fam in ipairs(TUNING_FAMILIES) do
+  TUNING_SCHEMA.fields[fam] = { type = "table", required = not OPTIONAL_FAMILIES[fam], fields = TUNING_PARAMS }
+end
+-- kernels (optional): entries of single kernels by name, written by `blockcast tune` (runtime/tune.c)
+-- with what it measured; an entry replaces its kernel's family values (and its list variant's).
+local ENTRY_FIELDS = {
+  measured = { type = "table", fields = {
+    us = { type = "number" }, incumbent_us = { type = "number" }, copy_pct = { type = "number" },
+    shape = { type = "string" }, candidates = { type = "integer", min = 0 }, run = { type = "integer", min = 1 },
+  } },
+}
+for k, v in pairs(TUNING_PARAMS) do ENTRY_FIELDS[k] = v end
+TUNING_SCHEMA.fields.kernels = {
+  type = "map", key_pattern = "^bc_[%w_]+$", key_doc = "a kernel name (see `blockcast list`)",
+  of = { type = "table", fields = ENTRY_FIELDS },
+}
+
+-- A tuning table from the text of a tuning file (errors name the file and line).
+local function parse_tuning(path, text)
+  local fields, src = spec.load_chunk(path, text)
+  local t = spec.validate(fields, TUNING_SCHEMA, src)
+  -- the kernels shuffle across whole warps
+  local function warps(what, e)
+    if e.threads % 32 ~= 0 then
+      spec.fail(string.format("%s: %s.threads = %d; expected a multiple of 32 (whole warps)", path, what, e.threads))
+    end
+  end
+  for _, fam in ipairs(TUNING_FAMILIES) do if t[fam] then warps(fam, t[fam]) end end
+  for _, name in ipairs(spec.sorted_keys(t.kernels or {})) do
+    warps("kernels." .. name, t.kernels[name])
+    if name:match("__list$") then
+      spec.fail(string.format("%s: kernels.%s: entries name single kernels (%s); a list variant takes its kernel's entry",
+        path, name, name:sub(1, -7)))
+    end
+  end
+  t.file = path
+  return t
 end
 
 function M.tuning(arch)
   M.arch_sm(arch)
-  if tuning_cache[arch] then return tuning_cache[arch] end
+  local otext, opath = host().tuning_override()
+  local c = tuning_cache[arch]
+  if c and c.otext == otext then return c.t end
   local path = "gen/tuning/" .. arch .. ".lua"
   local text = host().embedded(path)
-  local otext, opath = host().tuning_override()
   if otext then text, path = otext, opath end
   if not text then path = "gen/tuning/default.lua"; text = host().embedded(path) end
-  local fields, src = spec.load_chunk(path, text)
-  local t = spec.validate(fields, TUNING_SCHEMA, src)
-  -- the kernels shuffle across whole warps
-  for _, fam in ipairs(spec.sorted_keys(t)) do
-    if t[fam].threads % 32 ~= 0 then
-      spec.fail(string.format("%s: %s.threads = %d; expected a multiple of 32 (whole warps)", path, fam, t[fam].threads))
-    end
-  end
-  t.file = path
-  tuning_cache[arch] = t
+  local t = parse_tuning(path, text)
+  tuning_cache[arch] = { otext = otext, t = t }
   return t
 end
 
@@ -448,17 +475,25 @@ local function block_col_rows(k, tr, tc, threads)
   return h
 end
 
--- Launch parameters of a kernel for an arch: the host computes grids from these.
-function M.launch(name, arch)
-  local k = kernel(name)
-  local tune = M.tuning(arch)
-  local t = tune[k.tuning]
+-- The tuning entry of a kernel and where it came from: its own entry in `kernels` (a list
+-- variant: its single kernel's), else its family's (block quantize: an optional family that
+-- covers it, where the file has one).
+local function tuning_entry(k, tune)
+  local own = tune.kernels and tune.kernels[k.single or k.name]
+  if own then return own, "kernels." .. (k.single or k.name) end
   if k.template == "quantize_block.cu" and k.format.block.rows >= 64 and tune.quantize_block_2d then
-    t = tune.quantize_block_2d
+    return tune.quantize_block_2d, "quantize_block_2d"
   elseif k.template == "quantize_block.cu" and k.format.elem.bits == 4 and k.dir ~= "rowcol"
          and DTYPE_SIZE[k.dtype] == 2 and tune["quantize_block_4bit_" .. k.dir] then
-    t = tune["quantize_block_4bit_" .. k.dir]
+    return tune["quantize_block_4bit_" .. k.dir], "quantize_block_4bit_" .. k.dir
   end
+  return tune[k.tuning], k.tuning
+end
+
+-- Launch parameters of a kernel for an arch (from tuning entry t; nil: the kernel's own): the
+-- host computes grids from these.
+local function launch_of(k, arch, t)
+  local name = k.name
   local vec = k.dtype and (16 // DTYPE_SIZE[k.dtype]) or 16
   if k.family == "dequantize" and not k.dir then vec = 8 end
   local L = {
@@ -500,6 +535,155 @@ function M.launch(name, arch)
     if fit >= 1 and L.min_blocks > fit then L.min_blocks = fit end
   end
   return L
+end
+
+function M.launch(name, arch)
+  local k = kernel(name)
+  return launch_of(k, arch, (tuning_entry(k, M.tuning(arch))))
+end
+
+-------------------------------------------------------------------------------
+-- blockcast tune (runtime/tune.c measures; this side says what to try and writes the file)
+-------------------------------------------------------------------------------
+
+-- The candidates swept, by template: every combination of the axes' values (a field an axis does
+-- not name keeps the incumbent's value). Combinations a kernel cannot take (shared memory, column
+-- pairs per thread) are dropped, and those whose launch equals an earlier one's.
+local TUNE_SPACE = {
+  ["quantize_block.cu"] = { { "tile_rows", "tile_cols", { 64, 128 }, { 32, 128 }, { 128, 64 }, { 64, 64 } },
+                            { "min_blocks", { 3 }, { 4 }, { 5 }, { 6 } } },
+  ["dequantize_block.cu"] = { { "threads", { 256 }, { 512 } }, { "unroll", { 2 }, { 4 }, { 8 } },
+                              { "blocks_per_sm", { 4 }, { 8 }, { 16 } } },
+  ["quantize_row.cu"] = { { "unroll", { 1 }, { 2 }, { 4 } }, { "min_blocks", { 4 }, { 8 } } },
+  ["quantize_tile.cu"] = { { "tile_rows", "tile_cols", { 128, 64 }, { 64, 64 }, { 64, 128 } }, { "col_vec", { 8 }, { 16 } },
+                           { "min_blocks", { 2 }, { 4 } } },
+  ["dequantize.cu"] = { { "unroll", { 1 }, { 2 }, { 4 } }, { "min_blocks", { 4 }, { 8 } } },
+  ["amax.cu"] = { { "threads", { 256 }, { 512 } }, { "unroll", { 2 }, { 4 }, { 8 } }, { "blocks_per_sm", { 2 }, { 4 }, { 8 } } },
+}
+local PARAM_ORDER = { "threads", "unroll", "blocks_per_sm", "tile_rows", "tile_cols", "col_vec", "min_blocks", "store_cs" }
+
+-- An entry's parameters as the body of a Lua table constructor, fields in a fixed order.
+local function entry_body(t)
+  local parts = {}
+  for _, f in ipairs(PARAM_ORDER) do
+    if t[f] ~= nil then parts[#parts + 1] = string.format("%s = %s", f, tostring(t[f])) end
+  end
+  return table.concat(parts, ", ")
+end
+
+-- Whether `blockcast tune` sweeps kernel `name` (a single kernel of a template with a space).
+function M.tunable(name)
+  local k = kernel(name)
+  return not k.list and TUNE_SPACE[k.template] ~= nil
+end
+
+-- What `blockcast tune` tries for kernel `name` on arch: a text whose first line is the source of
+-- the incumbent entry ("kernels.<name>" or a family name) and each further line one candidate's
+-- entry body, the incumbent's first.
+function M.tune_candidates(name, arch)
+  local k = kernel(name)
+  local space = TUNE_SPACE[k.template]
+  if k.list or not space then
+    spec.fail(string.format("kernel '%s' has no tuning space (blockcast tune sweeps single quantize, dequantize and " ..
+      "amax kernels)", name))
+  end
+  local inc, source = tuning_entry(k, M.tuning(arch))
+  local base = {}
+  for _, f in ipairs(PARAM_ORDER) do base[f] = inc[f] end
+  local lines, seen = { source }, {}
+  local function try(t)
+    local ok, L = pcall(launch_of, k, arch, t)
+    if not ok then return end
+    local key = {}
+    for _, f in ipairs(PARAM_ORDER) do key[#key + 1] = tostring(L[f]) end
+    key = table.concat(key, ",") .. "," .. tostring(L.vec)
+    if seen[key] then return end
+    seen[key] = true
+    lines[#lines + 1] = entry_body(t)
+  end
+  try(base)
+  local function walk(i, t)
+    if i > #space then return try(t) end
+    local axis = space[i]
+    local nf = 0
+    while type(axis[nf + 1]) == "string" do nf = nf + 1 end
+    for vi = nf + 1, #axis do
+      local c = {}
+      for f, v in pairs(t) do c[f] = v end
+      for fi = 1, nf do c[axis[fi]] = axis[vi][fi] end
+      walk(i + 1, c)
+    end
+  end
+  walk(1, base)
+  return table.concat(lines, "\n")
+end
+
+-- The line that opens the section `blockcast tune` owns at the end of a tuning file.
+local TUNE_MARK = "-- blockcast tune:"
+
+local function split_tuning_text(text)
+  local at = text:find("\n" .. TUNE_MARK, 1, true)
+  if text:sub(1, #TUNE_MARK) == TUNE_MARK then at = 0 end
+  if not at then return text, "" end
+  return text:sub(1, at), text:sub(at + 1)
+end
+
+-- The tuning text a candidate runs under: the file's text before its tune section, plus one entry
+-- for kernel `name` with the candidate's body.
+function M.tune_candidate_text(base_text, name, body)
+  local prefix = split_tuning_text(base_text)
+  if not prefix:match("\n$") then prefix = prefix .. "\n" end
+  return string.format("%skernels = {\n  %s = { %s },\n}\n", prefix, name, body)
+end
+
+-- The tuning file after a run: base_text (read from base_path) with its tune section rewritten:
+-- the earlier entries, replaced or joined by `entries` (the text of "name = { ... }," lines with
+-- their measured figures), and a line for this run (`run_doc`: date, device, command).
+function M.tune_render(base_path, base_text, entries, run_doc)
+  local old = parse_tuning(base_path, base_text)
+  local prefix, section = split_tuning_text(base_text)
+  local fields, src = spec.load_chunk("blockcast tune results", "kernels = {\n" .. entries .. "\n}\n")
+  local new = spec.validate(fields, { type = "table", fields = { kernels = TUNING_SCHEMA.fields.kernels } }, src).kernels
+  local runs, last = {}, 0
+  for line in section:gmatch("[^\n]+") do
+    local n = line:match("^%-%- run (%d+):")
+    if n then runs[#runs + 1] = line; last = math.max(last, tonumber(n)) end
+  end
+  runs[#runs + 1] = string.format("-- run %d: %s", last + 1, run_doc)
+  local merged = {}
+  for name, e in pairs(old.kernels or {}) do merged[name] = e end
+  for name, e in pairs(new) do
+    if not registry.kernels[name] then spec.fail(string.format("blockcast tune: no kernel '%s'", name)) end
+    e.measured = e.measured or {}
+    e.measured.run = last + 1
+    merged[name] = e
+  end
+  local out = { prefix:match("\n$") and prefix or (prefix .. "\n"), TUNE_MARK ..
+    " measured choices (re-run `blockcast tune` rather than editing them); an entry",
+    "-- replaces its kernel's family values above. measured: us = the winner's median time (microseconds) at",
+    "-- `shape`; incumbent_us = the time of the values the kernel had before (kept unless a candidate is faster",
+    "-- by the run's --min-gain); copy_pct = the winner's bytes per second as a % of a device-to-device copy",
+    "-- timed in the same run; candidates = how many ran, each bit-exact against the CPU reference first;",
+    "-- run = the run below that measured it." }
+  for _, r in ipairs(runs) do out[#out + 1] = r end
+  out[#out + 1] = "kernels = {"
+  for _, name in ipairs(spec.sorted_keys(merged)) do
+    local e = merged[name]
+    local m = e.measured or {}
+    local ms = {}
+    for _, f in ipairs({ "us", "incumbent_us", "copy_pct" }) do
+      if m[f] then ms[#ms + 1] = string.format("%s = %.1f", f, m[f]) end
+    end
+    if m.shape then ms[#ms + 1] = string.format("shape = %q", m.shape) end
+    for _, f in ipairs({ "candidates", "run" }) do
+      if m[f] then ms[#ms + 1] = string.format("%s = %d", f, m[f]) end
+    end
+    out[#out + 1] = string.format("  %s = { %s,\n    measured = { %s } },", name, entry_body(e), table.concat(ms, ", "))
+  end
+  out[#out + 1] = "}"
+  local text = table.concat(out, "\n") .. "\n"
+  parse_tuning(base_path, text) -- what we write must load
+  return text
 end
 
 -- Restate a spec table as comment lines, keys sorted.
@@ -596,7 +780,8 @@ function M.generate(name, arch)
   if e then
     out[#out + 1] = string.format("// Elements: %s (sha256 %s).", registry.elements_file, registry.elements_hash)
   end
-  out[#out + 1] = string.format("// Kernel %s for %s; tuning from %s.", name, arch, tune.file)
+  out[#out + 1] = string.format("// Kernel %s for %s; tuning from %s (%s).", name, arch, tune.file,
+    select(2, tuning_entry(k, tune)))
   if f then
     out[#out + 1] = "// Spec:"
     local shown = {}
@@ -755,7 +940,8 @@ end
 function M.kernel_desc(name)
   local k = kernel(name)
   return { name = k.name, family = k.family, dtype = k.dtype or "", dir = k.dir or "",
-           format = k.format and k.format.name or "", min_sm = k.min_sm or 0, list = k.list and 1 or 0 }
+           format = k.format and k.format.name or "", min_sm = k.min_sm or 0, list = k.list and 1 or 0,
+           template = k.template or "", flat = k.flat and 1 or 0 }
 end
 
 return M

@@ -178,6 +178,7 @@ end
 --     pattern = "lua pattern", pattern_doc = "..." }
 --   { type = "table", fields = { name = node, ... }, required = { "a", "b" } }
 --   { type = "list", of = node, max_len = n }
+--   { type = "map", of = node, key_pattern = "lua pattern", key_doc = "..." }  (string keys, each value an `of`)
 --   { type = "union", options = { node, node }, doc = "..." }
 -- and may carry `default`.
 
@@ -281,6 +282,17 @@ check = function(v, node, path, src)
     end
     local out = {}
     for i = 1, n do out[i] = check(v[i], node.of, string.format("%s[%d]", path, i), src) end
+    return out
+  elseif t == "map" then
+    if type(v) ~= "table" then field_fail(src, path, "a table", found_doc(v)) end
+    local out = {}
+    for _, k in ipairs(sorted_keys(v)) do
+      if type(k) ~= "string" or (node.key_pattern and not k:match(node.key_pattern)) then
+        fail(string.format("%s: field '%s': key %s: expected %s", where(src, path), path, describe(k),
+          node.key_doc or "a string"))
+      end
+      out[k] = check(v[k], node.of, path .. "." .. k, src)
+    end
     return out
   elseif t == "table" then
     if type(v) ~= "table" then field_fail(src, path, "a table", found_doc(v)) end

@@ -26,6 +26,8 @@ CUDART      = $(CUDA_HOME)/lib64/libcudart_static.a -lrt
 LAYERS   = base fmt jit ref ops multi comm ctx
 LIB_SRCS = $(filter-out runtime/jit/bc_lua_shim.c,$(sort $(wildcard $(LAYERS:%=runtime/%/*.c))))
 LIB_OBJS = $(LIB_SRCS:runtime/%.c=$(B)/obj/%.o) $(B)/obj/jit/embed.o
+# the command-line tool (on top of the library: it may use its internals)
+CLI_OBJS = $(B)/obj/cli.o $(B)/obj/tune.o
 EMBED_IN = $(sort $(filter-out gen/embed.lua,$(wildcard gen/*.lua gen/tuning/*.lua)) $(wildcard templates/*) $(wildcard specs/*.lua))
 HDRS     = $(wildcard runtime/*/*.h)
 
@@ -69,8 +71,8 @@ $(B)/obj/jit/aot_empty.o: runtime/jit/aot.S.in
 	@$(CC) -c $(B)/obj/jit/aot_empty.S -o $@
 
 # stage 0: the CLI without AOT kernels, used to generate and compile them
-$(B)/stage0/blockcast: $(LIB_OBJS) $(B)/obj/jit/aot_empty.o $(B)/obj/cli.o | $(B)/stage0
-	@$(CC) $(SAN_FLAGS) -o $@ $(B)/obj/cli.o $(LIB_OBJS) $(B)/obj/jit/aot_empty.o $(LUA_LIB) $(SYSLIBS)
+$(B)/stage0/blockcast: $(LIB_OBJS) $(B)/obj/jit/aot_empty.o $(CLI_OBJS) | $(B)/stage0
+	@$(CC) $(SAN_FLAGS) -o $@ $(CLI_OBJS) $(LIB_OBJS) $(B)/obj/jit/aot_empty.o $(LUA_LIB) $(SYSLIBS)
 
 $(B)/aot/kernels.bcar: $(B)/stage0/blockcast | $(B)/aot
 	@$(B)/stage0/blockcast aot --out $@ --objdir $(B)/aot/obj $(AOT_ARCHS:%=--arch %) -j $(JOBS)
@@ -102,8 +104,8 @@ $(B)/python/.staged: $(PY_SRCS) $(B)/lib/libblockcast.so
 	@cp $(B)/lib/libblockcast.so $(B)/python/blockcast/lib/libblockcast.so.0
 	@touch $@
 
-$(B)/bin/blockcast: $(B)/obj/cli.o $(B)/lib/libblockcast.a | $(B)/bin
-	@$(CC) $(SAN_FLAGS) -o $@ $(B)/obj/cli.o $(B)/lib/libblockcast.a $(SYSLIBS)
+$(B)/bin/blockcast: $(CLI_OBJS) $(B)/lib/libblockcast.a | $(B)/bin
+	@$(CC) $(SAN_FLAGS) -o $@ $(CLI_OBJS) $(B)/lib/libblockcast.a $(SYSLIBS)
 	@echo "built $@"
 
 $(B)/tests/%.t: tests/%.c tests/tap.h tests/gpu.h tests/testdata.h tests/multi.h tests/fuzz/targets.h $(B)/lib/libblockcast.a | $(B)/tests

@@ -3,6 +3,7 @@
  *   blockcast gen --out DIR [--spec FILE] [--arch sm_XX]...
  *   blockcast aot --out FILE --objdir DIR --arch sm_XX... [-j N]   (used by build.sh)
  *   blockcast comm-id
+ *   blockcast tune [options]   (tune.c)
  */
 #include <dirent.h>
 #include <errno.h>
@@ -27,7 +28,13 @@ static const char *usage =
   "                                               compile every kernel ahead of time (build.sh)\n"
   "  comm-id                                      print a fresh NCCL communicator id (hex), for\n"
   "                                               export BLOCKCAST_COMM_ID=$(blockcast comm-id) and\n"
-  "                                               bc_comm_bootstrap(ctx, \"env:BLOCKCAST_COMM_ID\", ...)\n";
+  "                                               bc_comm_bootstrap(ctx, \"env:BLOCKCAST_COMM_ID\", ...)\n"
+  "  tune [options]                               measure kernels' launch parameters on this GPU and\n"
+  "                                               write the winners to gen/tuning/<arch>.lua (GPU;\n"
+  "                                               blockcast tune --help)\n";
+
+/* tune.c */
+int bc_cli_tune(bc_ctx *ctx, int argc, char **argv);
 
 static int die(bc_ctx *ctx, bc_status s, const char *what) {
   fprintf(stderr, "blockcast: %s: %s: %s\n", what, bc_status_string(s), ctx ? bc_last_error(ctx) : "");
@@ -470,6 +477,7 @@ int main(int argc, char **argv) {
   else if (strcmp(argv[1], "compile") == 0) rc = cmd_compile(ctx, argc - 2, argv + 2);
   else if (strcmp(argv[1], "cache") == 0) rc = cmd_cache(ctx, argc - 2, argv + 2);
   else if (strcmp(argv[1], "comm-id") == 0) rc = cmd_comm_id(ctx, argc - 2, argv + 2);
+  else if (strcmp(argv[1], "tune") == 0) rc = bc_cli_tune(ctx, argc - 2, argv + 2);
   else {
     fprintf(stderr, "blockcast: unknown command '%s'\n%s", argv[1], usage);
     rc = 2;

@@ -1,12 +1,174 @@
 /* 01-generator: generation is deterministic (two contexts give byte-identical sources for every
  * kernel and arch), headers name the spec, its hash and the generator version, there is no
- * timestamp, tuning families reach their kernels, and one kernel matches its golden file
- * (BC_UPDATE_GOLDEN=1 rewrites it). */
+ * timestamp, tuning families reach their kernels, a per-kernel tuning entry (what `blockcast
+ * tune` writes) changes its kernel and no other, the tune section is rewritten as it should be,
+ * and one kernel matches its golden file (BC_UPDATE_GOLDEN=1 rewrites it). */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "blockcast.h"
+#include "jit/bc_jit.h"
 #include "tap.h"
+
+/* the #define lines and the code of a generated source (past its header comment) */
+static const char *body_of(const char *src) {
+  const char *p = strstr(src, "#define BC_ARCH");
+  return p ? p : src;
+}
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  static char buf[1 << 16];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  return strdup(buf);
+}
+
+static int write_text(const char *path, const char *a, const char *b) {
+  FILE *f = fopen(path, "wb");
+  if (!f) return 0;
+  fputs(a, f);
+  fputs(b, f);
+  return fclose(f) == 0;
+}
+
+/* kernel `name`'s source for sm_90 in a fresh context under tuning file `path` (NULL: none) */
+static char *source_under(const char *path, const char *name, bc_status *st, char *err, size_t errn) {
+  if (path) setenv("BLOCKCAST_TUNING", path, 1);
+  else unsetenv("BLOCKCAST_TUNING");
+  bc_ctx *c;
+  char *src = NULL;
+  size_t n;
+  *st = bc_ctx_create(&c, err, errn);
+  if (*st != BC_OK) return NULL;
+  *st = bc_kernel_source(c, name, "sm_90", &src, &n);
+  if (*st != BC_OK) snprintf(err, errn, "%s", bc_last_error(c));
+  bc_ctx_destroy(c);
+  unsetenv("BLOCKCAST_TUNING");
+  return src;
+}
+
+/* the hand-set part of a tuning file's text (its tune section cut off), in place */
+static void cut_tune_section(char *text) {
+  char *m = strstr(text, "\n-- blockcast tune:");
+  if (m) m[1] = 0;
+}
+
+static void tuning_entries(void) {
+  char *file = slurp("gen/tuning/sm_90.lua"), err[1024], path[] = "/tmp/bc-01-tuning-XXXXXX", hand[] = "/tmp/bc-01-hand-XXXXXX";
+  int fd = mkstemp(path), fd2 = mkstemp(hand);
+  ok(file != NULL && fd >= 0 && fd2 >= 0, "gen/tuning/sm_90.lua read (run from the source tree)");
+  if (!file || fd < 0 || fd2 < 0) return;
+  close(fd);
+  close(fd2);
+  bc_status st;
+  /* every entry of the file's tune section reaches its kernel */
+  int entries = 0, reached = 0;
+  for (const char *p = strstr(file, "\nkernels = {"); p && (p = strstr(p + 1, "\n  bc_")) != NULL;) {
+    char name[128], want[160];
+    int threads;
+    if (sscanf(p + 3, "%127[a-z0-9_] = { threads = %d", name, &threads) != 2) continue;
+    entries++;
+    char *src = source_under(NULL, name, &st, err, sizeof err);
+    snprintf(want, sizeof want, "(kernels.%s).", name);
+    char tw[64];
+    snprintf(tw, sizeof tw, "#define BC_THREADS                   %d\n", threads);
+    reached += src && strstr(src, want) && strstr(src, tw);
+    if (!(src && strstr(src, want))) diag("%s: not from its entry", name);
+    free(src);
+  }
+  is_int(reached, entries, "every one of the %d entries of the file's tune section reaches its kernel", entries);
+  char *base = strdup(file);
+  cut_tune_section(base);
+  write_text(hand, base, "");
+  /* the file as it is, with its tune section (if any) replaced by one entry: what a tune
+     candidate runs under */
+  bc_ctx *c;
+  bc_ctx_create(&c, err, sizeof err);
+  char *cand = NULL;
+  const char *args[] = { base, "bc_quantize_mxfp4__bf16__row", "threads = 256, tile_rows = 32, tile_cols = 128, min_blocks = 3" };
+  pthread_mutex_lock(&c->lock);
+  bc_status s = bci_lua_call_str(c, "tune_candidate_text", 3, args, &cand);
+  pthread_mutex_unlock(&c->lock);
+  is_int(s, BC_OK, "tune_candidate_text");
+  if (s == BC_OK && write_text(path, cand, "")) {
+    const char *names[] = { "bc_quantize_mxfp4__bf16__row", "bc_quantize_mxfp4__bf16__row__list", "bc_quantize_mxfp4__bf16__col",
+                            "bc_dequantize_mxfp4__bf16__row" };
+    for (int i = 0; i < 4; i++) {
+      char *plain = source_under(hand, names[i], &st, err, sizeof err), *tuned = source_under(path, names[i], &st, err, sizeof err);
+      if (!plain || !tuned) {
+        ok(0, "%s generates under the entry: %s", names[i], err);
+      } else if (i < 2) {
+        ok(strstr(tuned, "#define BC_MIN_BLOCKS                3\n") && strstr(tuned, "#define BC_TILE_ROWS                 32\n") &&
+           strstr(tuned, "(kernels.bc_quantize_mxfp4__bf16__row)") && strcmp(body_of(plain), body_of(tuned)) != 0,
+           "%s: the entry kernels.bc_quantize_mxfp4__bf16__row sets its tile and min_blocks", names[i]);
+      } else {
+        ok(strcmp(body_of(plain), body_of(tuned)) == 0, "%s: unchanged by another kernel's entry", names[i]);
+      }
+      free(plain);
+      free(tuned);
+    }
+  }
+  free(cand);
+  /* bad entries: the file and line, what was expected */
+  const struct { const char *text, *want; } bad[] = {
+    { "kernels = {\n  bc_quantize_mxfp4__bf16__row = { threads = 256, tiles = 2 },\n}\n", "unknown field 'kernels.bc_quantize_mxfp4__bf16__row.tiles'" },
+    { "kernels = {\n  bc_quantize_mxfp4__bf16__row = { min_blocks = 2 },\n}\n", "missing field 'kernels.bc_quantize_mxfp4__bf16__row.threads'" },
+    { "kernels = {\n  bc_quantize_mxfp4__bf16__row__list = { threads = 256 },\n}\n", "a list variant takes its kernel's entry" },
+    { "kernels = {\n  [\"not a kernel\"] = { threads = 256 },\n}\n", "expected a kernel name (see `blockcast list`)" },
+    { "kernels = {\n  bc_quantize_mxfp4__bf16__row = { threads = 100 },\n}\n", "threads = 100; expected a multiple of 32" },
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    write_text(path, base, bad[i].text);
+    char *src = source_under(path, "bc_quantize_mxfp4__bf16__row", &st, err, sizeof err);
+    ok(src == NULL && st == BC_ERR_ARG && strstr(err, path) && strstr(err, bad[i].want), "bad entry %zu refused: %s", i, bad[i].want);
+    if (!strstr(err, bad[i].want)) diag("got: %s", err);
+    free(src);
+  }
+  /* the tune section: written after the hand-set part, kept entries merged with new ones, one
+     line per run; the result loads */
+  const char *e1 = "  bc_quantize_mxfp4__bf16__row = { threads = 256, tile_rows = 32, tile_cols = 128, min_blocks = 3, "
+                   "measured = { us = 10.0, incumbent_us = 11.0, copy_pct = 90.0, shape = \"16384x16384 bf16\", candidates = 16 } },\n";
+  const char *e2 = "  bc_quantize_mxfp4__bf16__col = { threads = 256, tile_rows = 64, tile_cols = 128, min_blocks = 5, "
+                   "measured = { us = 12.0, incumbent_us = 12.0, copy_pct = 80.0, shape = \"16384x16384 bf16\", candidates = 16 } },\n";
+  const char *r1args[] = { "gen/tuning/sm_90.lua", base, e1, "2026-01-01, GPU A, `blockcast tune --x`" };
+  char *r1 = NULL, *r2 = NULL;
+  pthread_mutex_lock(&c->lock);
+  s = bci_lua_call_str(c, "tune_render", 4, r1args, &r1);
+  const char *r2args[] = { "gen/tuning/sm_90.lua", r1 ? r1 : "", e2, "2026-01-02, GPU B, `blockcast tune --y`" };
+  if (s == BC_OK) s = bci_lua_call_str(c, "tune_render", 4, r2args, &r2);
+  pthread_mutex_unlock(&c->lock);
+  is_int(s, BC_OK, "tune_render twice: %s", s == BC_OK ? "" : bc_last_error(c));
+  if (r2) {
+    const char *mark = strstr(r2, "\n-- blockcast tune:");
+    size_t pre = mark ? (size_t)(mark - r2) : 0;
+    const char *bmark = strstr(base, "\n-- blockcast tune:");
+    size_t bpre = bmark ? (size_t)(bmark - base) : strlen(base);
+    ok(mark && pre >= bpre && strncmp(r2, base, bpre) == 0, "the hand-set part is kept as it was");
+    ok(strstr(r2, "-- run 1: 2026-01-01, GPU A, `blockcast tune --x`\n-- run 2: 2026-01-02, GPU B, `blockcast tune --y`\n") != NULL,
+       "one line per run, numbered");
+    ok(strstr(r2, "bc_quantize_mxfp4__bf16__col = { threads = 256, tile_rows = 64, tile_cols = 128, min_blocks = 5,\n"
+                  "    measured = { us = 12.0, incumbent_us = 12.0, copy_pct = 80.0, shape = \"16384x16384 bf16\", candidates = 16, run = 2 } },") &&
+       strstr(r2, "bc_quantize_mxfp4__bf16__row = { threads = 256, tile_rows = 32, tile_cols = 128, min_blocks = 3,\n"
+                  "    measured = { us = 10.0, incumbent_us = 11.0, copy_pct = 90.0, shape = \"16384x16384 bf16\", candidates = 16, run = 1 } },"),
+       "entries of both runs, each with its figures and run");
+    write_text(path, r2, "");
+    char *src = source_under(path, "bc_quantize_mxfp4__bf16__row", &st, err, sizeof err);
+    ok(src && strstr(src, "#define BC_TILE_ROWS                 32\n"), "the rewritten file loads and reaches the kernel");
+    free(src);
+  }
+  free(r1);
+  free(r2);
+  bc_ctx_destroy(c);
+  unlink(path);
+  unlink(hand);
+  free(base);
+  free(file);
+}
 
 typedef struct list { char *v[512]; int n; } list;
 static void add(const char *name, void *u) { list *l = u; if (l->n < 512) l->v[l->n++] = strdup(name); }
@@ -48,24 +210,44 @@ int main(void) {
     for (int i = 0; i < l.n; i++) free(l.v[i]);
   }
 
-  /* tuning families reach the kernels (gen/tuning/sm_90.lua): one-direction 4-bit quantize from
-     16-bit inputs has its own min_blocks; fp32 inputs, both directions, 8-bit formats and archs
-     without the entries keep quantize_block's */
+  /* tuning families reach the kernels (the hand-set part of gen/tuning/sm_90.lua): one-direction
+     4-bit quantize from 16-bit inputs has its own min_blocks; fp32 inputs, both directions, 8-bit
+     formats and archs without the entries keep quantize_block's */
   const struct { const char *kernel, *arch; int min_blocks; } tb[] = {
     { "bc_quantize_mxfp4__bf16__row", "sm_90", 6 },     { "bc_quantize_nvfp4__fp16__row__list", "sm_90", 6 },
     { "bc_quantize_nvfp4_2d__bf16__col", "sm_90", 5 },  { "bc_quantize_mxfp4__bf16__rowcol", "sm_90", 4 },
     { "bc_quantize_mxfp4__fp32__row", "sm_90", 4 },     { "bc_quantize_mxfp8_e4m3__bf16__row", "sm_90", 4 },
     { "bc_quantize_mxfp4__bf16__row", "sm_100a", 4 },   { "bc_quantize_fp8_block_128x128__bf16__row", "sm_90", 3 },
   };
+  char *hand_text = slurp("gen/tuning/sm_90.lua"), hand[] = "/tmp/bc-01-fam-XXXXXX";
+  int hfd = mkstemp(hand);
+  if (hand_text && hfd >= 0) {
+    close(hfd);
+    cut_tune_section(hand_text);
+    write_text(hand, hand_text, "");
+  }
+  free(hand_text);
   for (size_t i = 0; i < sizeof tb / sizeof *tb; i++) {
     char *s, want[96];
     size_t sn;
     snprintf(want, sizeof want, "#define BC_MIN_BLOCKS                %d\n", tb[i].min_blocks);
-    int got = bc_kernel_source(a, tb[i].kernel, tb[i].arch, &s, &sn) == BC_OK;
+    /* sm_90: under the file's hand-set part (its tune section's entries would override) */
+    bc_ctx *c = a;
+    char e2[256];
+    if (strcmp(tb[i].arch, "sm_90") == 0) {
+      setenv("BLOCKCAST_TUNING", hand, 1);
+      bc_ctx_create(&c, e2, sizeof e2);
+    }
+    int got = bc_kernel_source(c, tb[i].kernel, tb[i].arch, &s, &sn) == BC_OK;
+    if (c != a) bc_ctx_destroy(c);
+    unsetenv("BLOCKCAST_TUNING");
     ok(got && strstr(s, want) != NULL, "%s on %s: min_blocks %d from its tuning family", tb[i].kernel, tb[i].arch,
        tb[i].min_blocks);
     if (got) free(s);
   }
+  unlink(hand);
+
+  tuning_entries();
 
   char *src;
   size_t n;

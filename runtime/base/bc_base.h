@@ -48,6 +48,8 @@ struct bc_ctx {
   bc_log_fn log;                  /* ctx: the caller's log callback (bc_set_log), or NULL */
   void *log_user;
   unsigned log_once;              /* base: the BCI_LOG_ONCE_* notices already given */
+  char *tuning_text, *tuning_path; /* jit/bc_kernel.c: this context's tuning override (blockcast tune), or NULL */
+  uint64_t kgen;                  /* jit/bc_kernel.c: bumped when loaded kernels are dropped (per-thread caches) */
 };
 
 /* ---- errors (bc_error.c) ---- */
@@ -132,6 +134,12 @@ typedef struct bci_cuda_api {
   PFN_cuStreamWaitEvent_v3020 StreamWaitEvent;
   PFN_cuMemcpy2DAsync_v3020 Memcpy2DAsync;
   PFN_cuMemcpyDtoHAsync_v3020 MemcpyDtoHAsync;
+  /* blockcast tune (runtime/tune.c): its own device context and timing */
+  PFN_cuDeviceGet_v2000 DeviceGet;
+  PFN_cuDeviceGetName_v2000 DeviceGetName;
+  PFN_cuDevicePrimaryCtxRetain_v7000 DevicePrimaryCtxRetain;
+  PFN_cuCtxSetCurrent_v4000 CtxSetCurrent;
+  PFN_cuEventElapsedTime_v2000 EventElapsedTime;
 } bci_cuda_api;
 
 typedef struct bci_nvrtc_api {

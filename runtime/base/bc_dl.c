@@ -67,6 +67,11 @@ static void load_cuda(void) {
   SYM(StreamWaitEvent, "cuStreamWaitEvent", 3020);
   SYM(Memcpy2DAsync, "cuMemcpy2DAsync", 3020);
   SYM(MemcpyDtoHAsync, "cuMemcpyDtoHAsync", 3020);
+  SYM(DeviceGet, "cuDeviceGet", 2000);
+  SYM(DeviceGetName, "cuDeviceGetName", 2000);
+  SYM(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000);
+  SYM(CtxSetCurrent, "cuCtxSetCurrent", 4000);
+  SYM(EventElapsedTime, "cuEventElapsedTime", 2000);
 #undef SYM
   CUresult r = bci_cu.Init(0);
   if (r != CUDA_SUCCESS) {

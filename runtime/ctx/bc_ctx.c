@@ -105,6 +105,8 @@ void bc_ctx_destroy(bc_ctx *ctx) {
   bci_lua_close(ctx);
   bci_formats_free(ctx);
   bci_aot_free(ctx);
+  free(ctx->tuning_text);
+  free(ctx->tuning_path);
   pthread_mutex_destroy(&ctx->lock);
   free(ctx);
 }

@@ -32,6 +32,12 @@ BCI_HIDDEN bc_status bci_kernel_launch(bc_ctx *ctx, const bci_kernel *k, unsigne
 BCI_HIDDEN bc_status bci_kernel_launch_smem(bc_ctx *ctx, const bci_kernel *k, unsigned gx, unsigned gy, unsigned gz,
                                             unsigned bx, int smem, void *stream, void **params);
 BCI_HIDDEN void bci_kernels_free(bc_ctx *ctx);
+/* This context's kernels generated with the tuning file text `text` (named `path` in messages and
+ * sources) instead of gen/tuning/<arch>.lua, the AOT set bypassed; NULL: back to the file. Drops
+ * the kernels loaded so far (blockcast tune: one candidate after another). */
+BCI_HIDDEN bc_status bci_set_tuning(bc_ctx *ctx, const char *path, const char *text);
+/* Whether kernel `name` is loaded in ctx for the current device (a call launched it). */
+BCI_HIDDEN int bci_kernel_loaded(bc_ctx *ctx, const char *name);
 
 /* ---- a launch now, or recorded into a list (bc_kernel.c) ----
  * The operations of ops/ describe each launch once: kernel, grid, block, shared memory and the
@@ -118,6 +124,15 @@ BCI_HIDDEN bc_status bci_lua_kernel_names(bc_ctx *ctx, const char *arch, const c
 BCI_HIDDEN bc_status bci_lua_generate(bc_ctx *ctx, const char *kernel, const char *arch, char **out, size_t *len);
 BCI_HIDDEN bc_status bci_lua_launch(bc_ctx *ctx, const char *kernel, const char *arch, bci_launch *out);
 BCI_HIDDEN bc_status bci_lua_spec_hash(bc_ctx *ctx, const char *kernel, char hash[65]);
+/* The generator function M[fn] called with string arguments; a string result into *out
+ * (malloc'ed; a boolean: "1" or "", nil: ""). */
+BCI_HIDDEN bc_status bci_lua_call_str(bc_ctx *ctx, const char *fn, int argc, const char *const *argv, char **out);
+/* What a kernel is (the generator's kernel_desc) */
+typedef struct bci_kernel_desc {
+  char family[32], dtype[8], dir[8], format[64], template_[48];
+  int flat, list;
+} bci_kernel_desc;
+BCI_HIDDEN bc_status bci_lua_kernel_desc(bc_ctx *ctx, const char *kernel, bci_kernel_desc *out);
 
 /* embedded sources (generated build/gen/embed.c) */
 typedef struct bci_embedded_file {

@@ -83,7 +83,7 @@ static bc_status kernel_get_locked(bc_ctx *ctx, const char *name, const bci_kern
   const bci_aot_entry *e = bci_aot_find(ctx, name, arch);
   /* experiment knobs (a tuning override, another NVRTC optimization level) bypass the AOT set */
   const char *tuning = getenv("BLOCKCAST_TUNING");
-  int experiment = (tuning && *tuning) || strcmp(bci_fast_compile_option(), "--Ofast-compile=0") != 0;
+  int experiment = (tuning && *tuning) || ctx->tuning_text || strcmp(bci_fast_compile_option(), "--Ofast-compile=0") != 0;
   if (e && strcmp(e->spec_hash, hash) == 0 && !experiment) {
     unsigned char sum[32];
     bci_sha256 sh;
@@ -165,11 +165,43 @@ static bc_status kernel_get_locked(bc_ctx *ctx, const char *name, const bci_kern
  * entry's host time. Entries are never stale: kernels live as long as their bc_ctx, whose id
  * is never reused. */
 typedef struct kcache_entry {
-  uint64_t ctx_id, hash;
+  uint64_t ctx_id, kgen, hash;
   CUcontext cu;
   const bci_kernel *k;
 } kcache_entry;
 static __thread kcache_entry kcache[32];
+
+bc_status bci_set_tuning(bc_ctx *ctx, const char *path, const char *text) {
+  char *t = NULL, *p = NULL;
+  if (text) {
+    t = bci_strdup(text);
+    p = bci_strdup(path ? path : "(tuning override)");
+    if (!t || !p) {
+      free(t);
+      free(p);
+      return bci_fail(ctx, BC_ERR_NOMEM, "out of memory");
+    }
+  }
+  pthread_mutex_lock(&ctx->lock);
+  free(ctx->tuning_text);
+  free(ctx->tuning_path);
+  ctx->tuning_text = t;
+  ctx->tuning_path = p;
+  bci_kernels_free(ctx);
+  ctx->kgen++;
+  pthread_mutex_unlock(&ctx->lock);
+  return BC_OK;
+}
+
+int bci_kernel_loaded(bc_ctx *ctx, const char *name) {
+  char arch[16], key[160];
+  if (bci_cuda_device(ctx, arch, NULL) != BC_OK) return 0;
+  snprintf(key, sizeof key, "%s@%s", name, arch);
+  pthread_mutex_lock(&ctx->lock);
+  int found = kmap_find(ctx, key) != NULL;
+  pthread_mutex_unlock(&ctx->lock);
+  return found;
+}
 
 bc_status bci_kernel_getf(bc_ctx *ctx, const bci_kernel **out, const char *fmt, ...) {
   char name[128];
@@ -184,7 +216,7 @@ bc_status bci_kernel_get(bc_ctx *ctx, const char *name, const bci_kernel **out) 
   CUcontext cu = NULL;
   uint64_t h = fnv1a(name);
   kcache_entry *e = &kcache[h & 31];
-  if (e->k && e->ctx_id == ctx->id && e->hash == h && bci_cu.CtxGetCurrent && bci_cu.CtxGetCurrent(&cu) == CUDA_SUCCESS &&
+  if (e->k && e->ctx_id == ctx->id && e->kgen == ctx->kgen && e->hash == h && bci_cu.CtxGetCurrent && bci_cu.CtxGetCurrent(&cu) == CUDA_SUCCESS &&
       cu == e->cu && strcmp(e->k->name, name) == 0) {
     *out = e->k;
     return BC_OK;
@@ -192,7 +224,7 @@ bc_status bci_kernel_get(bc_ctx *ctx, const char *name, const bci_kernel **out) 
   pthread_mutex_lock(&ctx->lock);
   bc_status s = kernel_get_locked(ctx, name, out);
   pthread_mutex_unlock(&ctx->lock);
-  if (s == BC_OK && bci_cu.CtxGetCurrent(&cu) == CUDA_SUCCESS) *e = (kcache_entry){ ctx->id, h, cu, *out };
+  if (s == BC_OK && bci_cu.CtxGetCurrent(&cu) == CUDA_SUCCESS) *e = (kcache_entry){ ctx->id, ctx->kgen, h, cu, *out };
   return s;
 }
 

@@ -68,9 +68,18 @@ static int host_embedded_list(lua_State *L) {
   return 1;
 }
 
-/* The text of the tuning file named by $BLOCKCAST_TUNING (a development override of
- * gen/tuning/<arch>.lua for every arch; AOT kernels are then bypassed), or nothing. */
+/* The text of this context's tuning override (bci_set_tuning), else of the file named by
+ * $BLOCKCAST_TUNING (a development override of gen/tuning/<arch>.lua for every arch; AOT kernels
+ * are then bypassed), and its name; or nothing. */
 static int host_tuning_override(lua_State *L) {
+  void *ud = NULL;
+  lua_getallocf(L, &ud);
+  bc_ctx *ctx = ud;
+  if (ctx && ctx->tuning_text) {
+    lua_pushstring(L, ctx->tuning_text);
+    lua_pushstring(L, ctx->tuning_path);
+    return 2;
+  }
   const char *p = getenv("BLOCKCAST_TUNING");
   if (!p || !*p) return 0;
   FILE *f = fopen(p, "rb");
@@ -468,6 +477,41 @@ bc_status bci_lua_launch(bc_ctx *ctx, const char *kernel, const char *arch, bci_
   out->vec = (int)get_num(L, t, "vec");
   out->min_blocks = (int)get_num(L, t, "min_blocks");
   out->smem = (int)get_num(L, t, "smem");
+  lua_pop(L, 1);
+  return BC_OK;
+}
+
+bc_status bci_lua_call_str(bc_ctx *ctx, const char *fn, int argc, const char *const *argv, char **out) {
+  lua_State *L = ctx->L;
+  *out = NULL;
+  for (int i = 0; i < argc; i++) lua_pushstring(L, argv[i]);
+  bc_status s = gen_call(ctx, fn, argc, 1, BC_ERR_ARG);
+  if (s != BC_OK) return s;
+  size_t n = 0;
+  const char *r = "";
+  if (lua_type(L, -1) == LUA_TSTRING) r = lua_tolstring(L, -1, &n);
+  else if (lua_type(L, -1) == LUA_TBOOLEAN && lua_toboolean(L, -1)) r = "1", n = 1;
+  char *p = malloc(n + 1);
+  if (p) memcpy(p, r, n + 1);
+  lua_pop(L, 1);
+  if (!p) return bci_fail(ctx, BC_ERR_NOMEM, "out of memory");
+  *out = p;
+  return BC_OK;
+}
+
+bc_status bci_lua_kernel_desc(bc_ctx *ctx, const char *kernel, bci_kernel_desc *out) {
+  lua_State *L = ctx->L;
+  lua_pushstring(L, kernel);
+  bc_status s = gen_call(ctx, "kernel_desc", 1, 1, BC_ERR_ARG);
+  if (s != BC_OK) return s;
+  int t = lua_gettop(L);
+  snprintf(out->family, sizeof out->family, "%s", get_str(L, t, "family"));
+  snprintf(out->dtype, sizeof out->dtype, "%s", get_str(L, t, "dtype"));
+  snprintf(out->dir, sizeof out->dir, "%s", get_str(L, t, "dir"));
+  snprintf(out->format, sizeof out->format, "%s", get_str(L, t, "format"));
+  snprintf(out->template_, sizeof out->template_, "%s", get_str(L, t, "template"));
+  out->flat = (int)get_num(L, t, "flat");
+  out->list = (int)get_num(L, t, "list");
   lua_pop(L, 1);
   return BC_OK;
 }
