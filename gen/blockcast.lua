@@ -550,7 +550,8 @@ end
 -- not name keeps the incumbent's value). Combinations a kernel cannot take (shared memory, column
 -- pairs per thread) are dropped, and those whose launch equals an earlier one's.
 local TUNE_SPACE = {
-  ["quantize_block.cu"] = { { "tile_rows", "tile_cols", { 64, 128 }, { 32, 128 }, { 128, 64 }, { 64, 64 } },
+  ["quantize_block.cu"] = { { "tile_rows", "tile_cols", { 64, 128 }, { 32, 128 }, { 128, 64 }, { 64, 64 }, { 128, 128 },
+                              { 256, 64 } },
                             { "min_blocks", { 3 }, { 4 }, { 5 }, { 6 } } },
   ["dequantize_block.cu"] = { { "threads", { 256 }, { 512 } }, { "unroll", { 2 }, { 4 }, { 8 } },
                               { "blocks_per_sm", { 4 }, { 8 }, { 16 } } },
@@ -628,6 +629,33 @@ local function split_tuning_text(text)
   return text:sub(1, at), text:sub(at + 1)
 end
 
+-- A tuning file `blockcast tune` can rewrite: it loads; `kernels` stands only in the tune section,
+-- which holds nothing else; every entry names a kernel of the loaded formats.
+function M.tune_check(path, text)
+  local t = parse_tuning(path, text)
+  local prefix, section = split_tuning_text(text)
+  local pf = spec.load_chunk(path, prefix)
+  if pf.kernels ~= nil then
+    spec.fail(string.format("%s: `kernels = { ... }` stands in the hand-set part of the file; blockcast tune owns that " ..
+      "table: move it into a section at the end that starts with a line %q", path, TUNE_MARK .. " ..."))
+  end
+  if section ~= "" then
+    local sf = spec.load_chunk(path .. " (the section below " .. TUNE_MARK .. ")", section)
+    for _, k in ipairs(spec.sorted_keys(sf)) do
+      if k ~= "kernels" then
+        spec.fail(string.format("%s: the section below %q holds only `kernels = { ... }` (blockcast tune rewrites it); " ..
+          "found '%s': move it above that line", path, TUNE_MARK, k))
+      end
+    end
+  end
+  for _, name in ipairs(spec.sorted_keys(t.kernels or {})) do
+    if not registry.kernels[name] then
+      spec.fail(string.format("%s: kernels.%s: no such kernel (see `blockcast list`)", path, name))
+    end
+  end
+  return true
+end
+
 -- The tuning text a candidate runs under: the file's text before its tune section, plus one entry
 -- for kernel `name` with the candidate's body.
 function M.tune_candidate_text(base_text, name, body)
@@ -640,6 +668,7 @@ end
 -- the earlier entries, replaced or joined by `entries` (the text of "name = { ... }," lines with
 -- their measured figures), and a line for this run (`run_doc`: date, device, command).
 function M.tune_render(base_path, base_text, entries, run_doc)
+  M.tune_check(base_path, base_text)
   local old = parse_tuning(base_path, base_text)
   local prefix, section = split_tuning_text(base_text)
   local fields, src = spec.load_chunk("blockcast tune results", "kernels = {\n" .. entries .. "\n}\n")
@@ -658,13 +687,14 @@ function M.tune_render(base_path, base_text, entries, run_doc)
     e.measured.run = last + 1
     merged[name] = e
   end
-  local out = { prefix:match("\n$") and prefix or (prefix .. "\n"), TUNE_MARK ..
+  local out = { (prefix:gsub("%s+$", "")) .. "\n", TUNE_MARK ..
     " measured choices (re-run `blockcast tune` rather than editing them); an entry",
-    "-- replaces its kernel's family values above. measured: us = the winner's median time (microseconds) at",
-    "-- `shape`; incumbent_us = the time of the values the kernel had before (kept unless a candidate is faster",
-    "-- by the run's --min-gain); copy_pct = the winner's bytes per second as a % of a device-to-device copy",
-    "-- timed in the same run; candidates = how many ran, each bit-exact against the CPU reference first;",
-    "-- run = the run below that measured it." }
+    "-- replaces its kernel's family values above and pins them (a later change of the family does not",
+    "-- reach it). measured: us = the winner's median time (microseconds) at `shape`; incumbent_us = the",
+    "-- time of the values the kernel had before (kept unless a candidate is faster by the run's",
+    "-- --min-gain); copy_pct = the winner's bytes per second as a % of a device-to-device copy timed in",
+    "-- the same run; candidates = how many ran, each bit-exact against the CPU reference first; run =",
+    "-- the run below that measured it." }
   for _, r in ipairs(runs) do out[#out + 1] = r end
   out[#out + 1] = "kernels = {"
   for _, name in ipairs(spec.sorted_keys(merged)) do

@@ -16,6 +16,7 @@
  * run-to-run spread of these medians is about 1%). The results go into the tune section of the
  * tuning file (gen/blockcast.lua, tune_render: each entry with its measured figures, a line
  * naming the run's date, device and command), or only to stdout with --dry-run. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,7 +42,9 @@ static const char *tune_usage =
   "  --dir D            row, col or rowcol (repeatable; default: all)\n"
   "  --kernel NAME      only this kernel (repeatable; overrides the filters above)\n"
   "  --flat             also the _flat dequantize kernels (timed at a ragged shape)\n"
-  "  --size N           timed shape N x N (default 16384; _flat kernels: (N - p) x (N + p), p the packing)\n"
+  "  --size N           timed shape N x N, 256 .. 32768 (default 16384; _flat kernels: (N - p) x (N + p),\n"
+  "                     p the packing; dequantize reads one quantized source: at the default size, larger\n"
+  "                     than L2)\n"
   "  --reps N           timed samples per candidate (default 15; each 10 calls)\n"
   "  --min-gain PCT     a candidate must beat the incumbent by this much to replace it (default 2)\n"
   "  -j N               compile threads (default: the CPUs)\n"
@@ -324,8 +327,9 @@ static int d_equals(const void *d, const void *want, size_t n) {
   return d2h(g, d, n) && memcmp(g, want, n) == 0;
 }
 
+/* every byte of d[0, n) set to 0xA5 (what no output keeps by chance) */
 static void dpoison(void *d, size_t n) {
-  bci_cu.MemsetD32Async((CUdeviceptr)(uintptr_t)d, 0xA5A5A5A5u, n / 4, NULL);
+  bci_cu.MemsetD8Async((CUdeviceptr)(uintptr_t)d, 0xA5, n, NULL);
 }
 
 /* ---- test data ---- */
@@ -615,15 +619,37 @@ static void timed_shape(const tkern *k, int64_t size, int64_t *rows, int64_t *co
   if (k->d.flat) *rows = size - p, *cols = size + p;
 }
 
+/* The two check shapes of a kernel; each must launch it. Block dequantize picks its kernel by
+ * alignment (runtime/ops/bc_ops.c): a contiguous output with unaligned rows (either dimension
+ * ragged, for the columnwise data's transposed rows) goes to _flat, aligned ones to the by-row
+ * kernel. Others: an aligned and a ragged shape (rows and columns held in whole packing groups). */
+static void check_shapes(const tkern *k, int fam, int64_t sh[2][2]) {
+  int64_t pk = k->info.element_pack > 0 ? k->info.element_pack : 1;
+  int64_t rr = pk == 4 ? 996 : pk == 2 ? 998 : 999, rc = pk == 4 ? 1028 : pk == 2 ? 1030 : 1031;
+  sh[0][0] = 384, sh[0][1] = 1024, sh[1][0] = rr, sh[1][1] = rc;
+  if (fam == FAM_DEQUANTIZE && k->info.block != BC_BLOCK_TENSOR) {
+    if (k->d.flat) sh[0][0] = pk == 4 ? 380 : pk == 2 ? 382 : 383, sh[0][1] = rc;
+    else sh[1][0] = 1000, sh[1][1] = 1040;
+  }
+}
+
+/* Drop ctx's kernels (the stream drained first: nothing of them may still be queued) and run it
+ * under `text` (NULL: the file). */
+static bc_status retune(bc_ctx *ctx, const char *text) {
+  bci_cu.StreamSynchronize(NULL);
+  return bci_set_tuning(ctx, text ? CAND_PATH : NULL, text);
+}
+
 /* Measure every candidate of kernel k; returns 0 when the kernel could not be measured at all. */
 static int measure(bc_ctx *plain, bc_ctx *tune, tkern *k, const char *base_text, const topts *o) {
   int fam = fam_of(k);
-  int64_t pk = k->info.element_pack > 0 ? k->info.element_pack : 1;
-  int64_t ragged_r = pk == 4 ? 996 : pk == 2 ? 998 : 999, ragged_c = pk == 4 ? 1028 : pk == 2 ? 1030 : 1031;
+  int64_t sh[2][2];
+  check_shapes(k, fam, sh);
   shape_data chk[2], big;
   int nchk = 0, ok = 1;
   char why[256];
-  ok = shape_prepare(plain, k, fam, 384, 1024, &chk[nchk++], 11) && shape_prepare(plain, k, fam, ragged_r, ragged_c, &chk[nchk++], 12);
+  ok = shape_prepare(plain, k, fam, sh[0][0], sh[0][1], &chk[nchk++], 11) &&
+       shape_prepare(plain, k, fam, sh[1][0], sh[1][1], &chk[nchk++], 12);
   if (!ok) {
     fprintf(stderr, "blockcast tune: %s: preparing the check shapes failed: %s\n", k->name, bc_last_error(plain));
     for (int i = 0; i < nchk; i++) shape_free(&chk[i]);
@@ -653,9 +679,13 @@ static int measure(bc_ctx *plain, bc_ctx *tune, tkern *k, const char *base_text,
     for (int i = 0; i < 3; i++) {
       fill_input(hbuf, in_dt, n, 0x1234567ull + (uint64_t)i);
       inputs.x[i] = dalloc(n * ies);
-      h2d(inputs.x[i], hbuf, n * ies);
+      if (!h2d(inputs.x[i], hbuf, n * ies)) {
+        fprintf(stderr, "blockcast tune: copying the timed input to the GPU failed\n");
+        ok = 0;
+      }
     }
-    inputs.dt = in_dt, inputs.rows = k->rows, inputs.cols = k->cols;
+    if (ok) inputs.dt = in_dt, inputs.rows = k->rows, inputs.cols = k->cols;
+    else inputs_free();
   }
   for (int i = 0; i < 3; i++) a.x[i] = inputs.x[i];
   /* amax and scale (per-tensor, two-level) of input 0 by the plain context */
@@ -690,26 +720,30 @@ static int measure(bc_ctx *plain, bc_ctx *tune, tkern *k, const char *base_text,
     cand *c = &k->c[ci];
     if (!c->compiled) continue;
     char *text = cand_text(tune, base_text, k, c);
-    if (!text || bci_set_tuning(tune, CAND_PATH, text) != BC_OK) {
-      free(text);
+    if (!text) {
       snprintf(c->err, sizeof c->err, "%s", bc_last_error(tune));
       continue;
     }
-    /* 1. the check shapes against the CPU reference */
+    /* 1. the check shapes against the CPU reference; before each call the kernels are dropped,
+       so that what the call loads is what it launched, and the kernel under test must be among it */
     int good = 1;
     for (int i = 0; i < nchk && good; i++) {
+      if (retune(tune, text) != BC_OK) { snprintf(c->err, sizeof c->err, "%s", bc_last_error(tune)); good = 0; break; }
       poison_outputs(k, fam, &chk[i]);
       bc_status s = call_op(tune, k, fam, &chk[i], chk[i].dx);
       if (s != BC_OK) { snprintf(c->err, sizeof c->err, "%s", bc_last_error(tune)); good = 0; break; }
       if (!CUOK(bci_cu.StreamSynchronize(NULL))) { snprintf(c->err, sizeof c->err, "the kernel failed on the GPU"); good = 0; break; }
-      if (!outputs_match(k, fam, &chk[i], &chk[i].hq, chk[i].hx, chk[i].hamax, why, sizeof why)) {
+      if (!bci_kernel_loaded(tune, k->name)) {
+        snprintf(c->err, sizeof c->err, "the check at %lldx%lld did not launch %s", (long long)chk[i].rows,
+                 (long long)chk[i].cols, k->name);
+        good = 0;
+      } else if (!outputs_match(k, fam, &chk[i], &chk[i].hq, chk[i].hx, chk[i].hamax, why, sizeof why)) {
         snprintf(c->err, sizeof c->err, "%lldx%lld: %s", (long long)chk[i].rows, (long long)chk[i].cols, why);
         good = 0;
       }
     }
-    /* 2. the timed shape: the kernel under test ran (kernels dropped first, so that the call alone
-       loads what it launches), and its output equals the incumbent's */
-    if (good && bci_set_tuning(tune, CAND_PATH, text) != BC_OK) {
+    /* 2. the timed shape: the kernel under test ran, and its output equals the incumbent's */
+    if (good && retune(tune, text) != BC_OK) {
       snprintf(c->err, sizeof c->err, "%s", bc_last_error(tune));
       good = 0;
     }
@@ -724,12 +758,13 @@ static int measure(bc_ctx *plain, bc_ctx *tune, tkern *k, const char *base_text,
         good = 0;
       } else if (!have_ref) {
         /* the first good candidate (the incumbent, unless it failed) is the reference */
-        if (fam == FAM_AMAX) d2h(&ref_amax, big.dq.amax, 4);
+        int copied = 1;
+        if (fam == FAM_AMAX) copied = d2h(&ref_amax, big.dq.amax, 4);
         else if (fam == FAM_DEQUANTIZE) {
           int d = dirs_of(k) - 1;
           size_t on = (size_t)(big.dq.l[d].data_rows * big.dq.l[d].data_cols) * es;
           ref_x = xmalloc(on);
-          d2h(ref_x, big.dx, on);
+          copied = d2h(ref_x, big.dx, on);
         } else {
           ref = big.dq;
           ref.data[0] = ref.data[1] = ref.scale[0] = ref.scale[1] = NULL;
@@ -737,9 +772,13 @@ static int measure(bc_ctx *plain, bc_ctx *tune, tkern *k, const char *base_text,
             if (!(dirs_of(k) >> d & 1)) continue;
             ref.data[d] = xmalloc(big.dq.l[d].data_bytes);
             ref.scale[d] = xmalloc(big.dq.l[d].scale_bytes);
-            d2h(ref.data[d], big.dq.data[d], big.dq.l[d].data_bytes);
-            d2h(ref.scale[d], big.dq.scale[d], big.dq.l[d].scale_bytes);
+            copied &= d2h(ref.data[d], big.dq.data[d], big.dq.l[d].data_bytes);
+            copied &= d2h(ref.scale[d], big.dq.scale[d], big.dq.l[d].scale_bytes);
           }
+        }
+        if (!copied) {
+          fprintf(stderr, "blockcast tune: %s: copying the reference output back failed\n", k->name);
+          ok = good = 0;
         }
         have_ref = 1;
       } else if (!outputs_match(k, fam, &big, &ref, ref_x, ref_amax, why, sizeof why)) {
@@ -753,7 +792,7 @@ static int measure(bc_ctx *plain, bc_ctx *tune, tkern *k, const char *base_text,
     c->us = time_median(do_op, &a, o->reps);
     if (c->us < 0) { c->valid = 0; snprintf(c->err, sizeof c->err, "timing failed: %s", bc_last_error(tune)); }
   }
-  bci_set_tuning(tune, NULL, NULL);
+  retune(tune, NULL);
   free(ref_x);
   for (int d = 0; d < 2; d++) { free(ref.data[d]); free(ref.scale[d]); }
   free(hbuf);
@@ -796,7 +835,10 @@ static int parse(int argc, char **argv, topts *o) {
     else if (strcmp(a, "-j") == 0 && v) o->jobs = atoi(argv[++i]);
     else if (strcmp(a, "--out") == 0 && v) o->out = argv[++i];
     else if (strcmp(a, "--arch") == 0 && v) o->arch = argv[++i];
-    else {
+    else if (!v && a[0] == '-' && strstr(tune_usage, a) && strcmp(a, "-") != 0) {
+      fprintf(stderr, "blockcast tune: option %s needs a value (see blockcast tune --help)\n", a);
+      return 2;
+    } else {
       fprintf(stderr, "blockcast tune: unknown argument '%s'\n%s", a, tune_usage);
       return 2;
     }
@@ -815,7 +857,7 @@ static int parse(int argc, char **argv, topts *o) {
       fprintf(stderr, "blockcast tune: --dir %s: expected row, col or rowcol\n", o->dirs[i]);
       return 2;
     }
-  if (o->size < 256 || o->size > (1 << 17)) { fprintf(stderr, "blockcast tune: --size %lld: expected 256 .. 131072\n", (long long)o->size); return 2; }
+  if (o->size < 256 || o->size > 32768) { fprintf(stderr, "blockcast tune: --size %lld: expected 256 .. 32768\n", (long long)o->size); return 2; }
   if (o->reps < 5 || o->reps > 1000) { fprintf(stderr, "blockcast tune: --reps %d: expected 5 .. 1000\n", o->reps); return 2; }
   if (o->min_gain < 0 || o->min_gain > 50) { fprintf(stderr, "blockcast tune: --min-gain %g: expected 0 .. 50 (percent)\n", o->min_gain); return 2; }
   if (o->jobs < 1 || o->jobs > 256) { fprintf(stderr, "blockcast tune: -j %d: expected 1 .. 256\n", o->jobs); return 2; }
@@ -853,7 +895,7 @@ static int write_results(bc_ctx *ctx, const char *outp, const char *base, const 
   int rc = 0;
   if (s != BC_OK) rc = tfail(ctx, "writing the results");
   else if (bci_write_atomic(outp, text, strlen(text), NULL, 0) != 0) {
-    fprintf(stderr, "blockcast tune: cannot write %s\n", outp);
+    fprintf(stderr, "blockcast tune: cannot write %s: %s\n", outp, strerror(errno));
     rc = 1;
   }
   free(text);
@@ -894,6 +936,10 @@ int bc_cli_tune(bc_ctx *ctx, int argc, char **argv) {
     snprintf(arch, sizeof arch, "%s", o.arch);
   }
   char outp[512];
+  if (o.out && strlen(o.out) >= sizeof outp) {
+    fprintf(stderr, "blockcast tune: --out: a path of at most %zu characters\n", sizeof outp - 1);
+    return 2;
+  }
   snprintf(outp, sizeof outp, "%s", o.out ? o.out : "");
   if (!o.out) snprintf(outp, sizeof outp, "gen/tuning/%s.lua", arch);
   if (!o.out && !o.dry_run && !o.list && access("gen/blockcast.lua", F_OK) != 0) {
@@ -903,8 +949,14 @@ int bc_cli_tune(bc_ctx *ctx, int argc, char **argv) {
   int from_file;
   char *base = base_text_of(ctx, outp, arch, &from_file);
   if (!base) return tfail(ctx, outp);
-  /* the base must load as a tuning file before anything is measured against it */
-  if (bci_set_tuning(ctx, outp, base) != BC_OK) { free(base); return tfail(ctx, outp); }
+  /* the base must be a tuning file the tuner can rewrite before anything is measured against it */
+  const char *chk[] = { outp, base };
+  char *r = NULL;
+  pthread_mutex_lock(&ctx->lock);
+  bc_status cs = bci_lua_call_str(ctx, "tune_check", 2, chk, &r);
+  pthread_mutex_unlock(&ctx->lock);
+  free(r);
+  if (cs != BC_OK || bci_set_tuning(ctx, outp, base) != BC_OK) { free(base); return tfail(ctx, "the tuning file"); }
   tkern *ks = NULL;
   int nk = 0;
   rc = plan(ctx, &o, arch, &ks, &nk);
@@ -942,6 +994,10 @@ int bc_cli_tune(bc_ctx *ctx, int argc, char **argv) {
   float copy_us = time_median(do_copy, &cp, o.reps);
   dfree((void *)(uintptr_t)cp.src);
   dfree((void *)(uintptr_t)cp.dst);
+  if (copy_us <= 0) {
+    fprintf(stderr, "blockcast tune: timing the reference copy failed\n");
+    return 1;
+  }
   double copy_gbs = 2.0 * (double)cp.n / (copy_us * 1e-6) / 1e9;
   printf("# blockcast tune on %s (%s), copy of 1 GiB: %.1f us, %.0f GB/s\n", devname, arch, copy_us, copy_gbs);
   printf("| kernel | candidates (valid) | incumbent (us) | winner (us) | gain | %% of copy | winner |\n|---|---|---|---|---|---|---|\n");

@@ -148,6 +148,7 @@ static void tuning_entries(void) {
     size_t pre = mark ? (size_t)(mark - r2) : 0;
     const char *bmark = strstr(base, "\n-- blockcast tune:");
     size_t bpre = bmark ? (size_t)(bmark - base) : strlen(base);
+    while (bpre > 0 && base[bpre - 1] == '\n') bpre--; /* trailing blank lines are not kept */
     ok(mark && pre >= bpre && strncmp(r2, base, bpre) == 0, "the hand-set part is kept as it was");
     ok(strstr(r2, "-- run 1: 2026-01-01, GPU A, `blockcast tune --x`\n-- run 2: 2026-01-02, GPU B, `blockcast tune --y`\n") != NULL,
        "one line per run, numbered");
@@ -163,6 +164,40 @@ static void tuning_entries(void) {
   }
   free(r1);
   free(r2);
+  /* files the tuner refuses to rewrite: the reason and where to put things */
+  const struct { const char *a, *b, *want; } refuse[] = {
+    { "kernels = { bc_amax__bf16 = { threads = 512 } }\n", "", "`kernels = { ... }` stands in the hand-set part of the file" },
+    { "", "-- blockcast tune: x\namax2 = 1\nkernels = {}\n", "unknown field 'amax2'" },
+    { "", "-- blockcast tune: x\nkernels = {}\nquantize_block_2d = { threads = 256 }\n",
+      "holds only `kernels = { ... }` (blockcast tune rewrites it); found 'quantize_block_2d': move it above that line" },
+    { "", "-- blockcast tune: x\nkernels = { bc_quantize_nope__bf16__row = { threads = 256 } }\n",
+      "kernels.bc_quantize_nope__bf16__row: no such kernel" },
+  };
+  char *deflt = slurp("gen/tuning/default.lua"); /* without the optional families */
+  for (size_t i = 0; i < sizeof refuse / sizeof *refuse && deflt; i++) {
+    const char *b = i == 2 ? deflt : base;
+    size_t ln = strlen(b) + strlen(refuse[i].a) + strlen(refuse[i].b) + 1;
+    char *text = malloc(ln), *r = NULL;
+    snprintf(text, ln, "%s%s%s", refuse[i].a, b, refuse[i].b);
+    const char *cargs[] = { "t.lua", text };
+    pthread_mutex_lock(&c->lock);
+    s = bci_lua_call_str(c, "tune_check", 2, cargs, &r);
+    pthread_mutex_unlock(&c->lock);
+    ok(s != BC_OK && strstr(bc_last_error(c), refuse[i].want), "tune_check refuses: %s", refuse[i].want);
+    if (s == BC_OK || !strstr(bc_last_error(c), refuse[i].want)) diag("got: %s", s == BC_OK ? "accepted" : bc_last_error(c));
+    free(r);
+    free(text);
+  }
+  free(deflt);
+  {
+    const char *cargs[] = { "gen/tuning/sm_90.lua", file };
+    char *r = NULL;
+    pthread_mutex_lock(&c->lock);
+    s = bci_lua_call_str(c, "tune_check", 2, cargs, &r);
+    pthread_mutex_unlock(&c->lock);
+    is_int(s, BC_OK, "gen/tuning/sm_90.lua is a file the tuner can rewrite %s", s == BC_OK ? "" : bc_last_error(c));
+    free(r);
+  }
   bc_ctx_destroy(c);
   unlink(path);
   unlink(hand);

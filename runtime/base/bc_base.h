@@ -140,6 +140,7 @@ typedef struct bci_cuda_api {
   PFN_cuDevicePrimaryCtxRetain_v7000 DevicePrimaryCtxRetain;
   PFN_cuCtxSetCurrent_v4000 CtxSetCurrent;
   PFN_cuEventElapsedTime_v2000 EventElapsedTime;
+  PFN_cuMemsetD8Async_v3020 MemsetD8Async;
 } bci_cuda_api;
 
 typedef struct bci_nvrtc_api {

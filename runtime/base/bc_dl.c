@@ -72,6 +72,7 @@ static void load_cuda(void) {
   SYM(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000);
   SYM(CtxSetCurrent, "cuCtxSetCurrent", 4000);
   SYM(EventElapsedTime, "cuEventElapsedTime", 2000);
+  SYM(MemsetD8Async, "cuMemsetD8Async", 3020);
 #undef SYM
   CUresult r = bci_cu.Init(0);
   if (r != CUDA_SUCCESS) {

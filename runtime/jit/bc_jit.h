@@ -34,7 +34,8 @@ BCI_HIDDEN bc_status bci_kernel_launch_smem(bc_ctx *ctx, const bci_kernel *k, un
 BCI_HIDDEN void bci_kernels_free(bc_ctx *ctx);
 /* This context's kernels generated with the tuning file text `text` (named `path` in messages and
  * sources) instead of gen/tuning/<arch>.lua, the AOT set bypassed; NULL: back to the file. Drops
- * the kernels loaded so far (blockcast tune: one candidate after another). */
+ * the kernels loaded so far (blockcast tune: one candidate after another), so the context must be
+ * idle: no call of it running in another thread, no launch of it still queued. */
 BCI_HIDDEN bc_status bci_set_tuning(bc_ctx *ctx, const char *path, const char *text);
 /* Whether kernel `name` is loaded in ctx for the current device (a call launched it). */
 BCI_HIDDEN int bci_kernel_loaded(bc_ctx *ctx, const char *name);

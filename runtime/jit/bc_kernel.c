@@ -160,10 +160,11 @@ static bc_status kernel_get_locked(bc_ctx *ctx, const char *name, const bci_kern
 }
 
 /* Per thread, the kernels this thread got last, direct-mapped by name hash and keyed by
- * (context id, CUDA context, name): a list of 1000 tensors asks for the same few kernels
- * thousands of times, and the locked lookup (device query, key, map) is most of a list
- * entry's host time. Entries are never stale: kernels live as long as their bc_ctx, whose id
- * is never reused. */
+ * (context id, kernel generation, CUDA context, name): a list of 1000 tensors asks for the same
+ * few kernels thousands of times, and the locked lookup (device query, key, map) is most of a
+ * list entry's host time. Kernels live as long as their bc_ctx, whose id is never reused, or
+ * until bci_set_tuning drops them, which moves ctx->kgen on: an entry of an older generation is
+ * never used. */
 typedef struct kcache_entry {
   uint64_t ctx_id, kgen, hash;
   CUcontext cu;
@@ -188,7 +189,7 @@ bc_status bci_set_tuning(bc_ctx *ctx, const char *path, const char *text) {
   ctx->tuning_text = t;
   ctx->tuning_path = p;
   bci_kernels_free(ctx);
-  ctx->kgen++;
+  __atomic_add_fetch(&ctx->kgen, 1, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&ctx->lock);
   return BC_OK;
 }
@@ -216,15 +217,16 @@ bc_status bci_kernel_get(bc_ctx *ctx, const char *name, const bci_kernel **out) 
   CUcontext cu = NULL;
   uint64_t h = fnv1a(name);
   kcache_entry *e = &kcache[h & 31];
-  if (e->k && e->ctx_id == ctx->id && e->kgen == ctx->kgen && e->hash == h && bci_cu.CtxGetCurrent && bci_cu.CtxGetCurrent(&cu) == CUDA_SUCCESS &&
+  if (e->k && e->ctx_id == ctx->id && e->kgen == __atomic_load_n(&ctx->kgen, __ATOMIC_ACQUIRE) && e->hash == h && bci_cu.CtxGetCurrent && bci_cu.CtxGetCurrent(&cu) == CUDA_SUCCESS &&
       cu == e->cu && strcmp(e->k->name, name) == 0) {
     *out = e->k;
     return BC_OK;
   }
   pthread_mutex_lock(&ctx->lock);
   bc_status s = kernel_get_locked(ctx, name, out);
+  uint64_t gen = ctx->kgen; /* the generation *out belongs to, read under the lock */
   pthread_mutex_unlock(&ctx->lock);
-  if (s == BC_OK && bci_cu.CtxGetCurrent(&cu) == CUDA_SUCCESS) *e = (kcache_entry){ ctx->id, ctx->kgen, h, cu, *out };
+  if (s == BC_OK && bci_cu.CtxGetCurrent(&cu) == CUDA_SUCCESS) *e = (kcache_entry){ ctx->id, gen, h, cu, *out };
   return s;
 }
 
