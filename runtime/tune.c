@@ -6,14 +6,17 @@
  * kernel has now) first. Every candidate is compiled in parallel (one bc_ctx per thread, the disk
  * cache between the phases), then, on the GPU, one kernel after the other:
  *   1. checked: the public call that launches the kernel (bc_quantize_cast, bc_dequantize,
- *      bc_amax) on an aligned and a ragged shape, bit-exact against the CPU reference (bc_ref_*),
- *      and at the timed shape bit-exact against the incumbent's output; the call must have
- *      loaded the kernel under test (else the candidate measured something else);
+ *      bc_amax) on two small shapes (check_shapes: an aligned and a ragged one; block dequantize,
+ *      which picks its kernel by alignment, two of the kind its kernel takes), bit-exact against
+ *      the CPU reference (bc_ref_*), and at the timed shape bit-exact against the incumbent's
+ *      output; before each of these calls the context's kernels are dropped, and the call must
+ *      load the kernel under test (else the candidate measured something else);
  *   2. timed: the median of --reps samples, each 10 back-to-back calls on 3 inputs in rotation
- *      (each larger than L2), with CUDA events; a 1 GiB device-to-device copy timed the same way
- *      in the same run gives the % of copy.
- * The winner replaces the incumbent only when it is faster by --min-gain (default 2%: the
- * run-to-run spread of these medians is about 1%). The results go into the tune section of the
+ *      (each larger than L2 at the default size; dequantize: one quantized source), with CUDA
+ *      events; a 1 GiB device-to-device copy timed the same way in the same run gives the % of
+ *      copy.
+ * The winner replaces the incumbent only when it is faster by --min-gain (default 2%: the same
+ * kernel's median moves by 1-2% between runs on the H200). The results go into the tune section of the
  * tuning file (gen/blockcast.lua, tune_render: each entry with its measured figures, a line
  * naming the run's date, device and command), or only to stdout with --dry-run. */
 #include <errno.h>
@@ -33,8 +36,8 @@ static const char *tune_usage =
   "Measure candidate launch parameters of single kernels on this GPU and write the winners into\n"
   "the tuning file of its arch (the section at its end that `blockcast tune` owns); the AOT build\n"
   "and the JIT then generate those kernels with them. Every candidate is checked bit-exact against\n"
-  "the CPU reference (an aligned and a ragged shape) and against the incumbent at the timed shape\n"
-  "before it is timed.\n"
+  "the CPU reference (two small shapes, aligned and ragged) and against the incumbent at the timed\n"
+  "shape, each call seen to launch the kernel under test, before it is timed.\n"
   "  --format NAME      only this format (repeatable; default: every loaded format)\n"
   "  --family F         quantize, dequantize or amax (repeatable; default: all three)\n"
   "  --dtype D          bf16, fp16 or fp32: the input of quantize and amax, the output of\n"
