@@ -665,8 +665,6 @@ static int measure(bc_ctx *plain, bc_ctx *tune, tkern *k, const char *base_text,
   size_t n = (size_t)(k->rows * k->cols), es = bc_dtype_size(big.dt);
   op_arg a = { tune, k, fam, &big, { NULL, NULL, NULL } };
   void *hbuf = NULL;
-  qbuf bq; /* the dequantize source's codes (device), or the incumbent's output (host) */
-  memset(&bq, 0, sizeof bq);
   if (fam != FAM_AMAX && !q_layout(plain, k, k->rows, k->cols, &big.dq)) {
     fprintf(stderr, "blockcast tune: %s: %s\n", k->name, bc_last_error(plain));
     for (int i = 0; i < nchk; i++) shape_free(&chk[i]);
