@@ -594,7 +594,10 @@ function M.tune_candidates(name, arch)
   local lines, seen = { source }, {}
   local function try(t)
     local ok, L = pcall(launch_of, k, arch, t)
-    if not ok then return end
+    if not ok then
+      if spec.is_spec_error(L) then return end -- a candidate the kernel cannot take
+      error(L, 0)
+    end
     local key = {}
     for _, f in ipairs(PARAM_ORDER) do key[#key + 1] = tostring(L[f]) end
     key = table.concat(key, ",") .. "," .. tostring(L.vec)

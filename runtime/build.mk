@@ -60,6 +60,7 @@ $(B)/obj/%.o: runtime/%.c $(HDRS)
 	@mkdir -p $(@D)
 	@echo "cc $<"
 	@$(CC) $(LIB_CFLAGS) -c $< -o $@
+$(CLI_OBJS): runtime/cli.h
 
 $(B)/obj/jit/embed.o: $(B)/gen/embed.c $(HDRS)
 	@mkdir -p $(@D)

@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "jit/bc_jit.h"
+#include "cli.h"
 
 static const char *usage =
   "usage: blockcast <command> [options]\n"
@@ -33,8 +33,6 @@ static const char *usage =
   "                                               write the winners to gen/tuning/<arch>.lua (GPU;\n"
   "                                               blockcast tune --help)\n";
 
-/* tune.c */
-int bc_cli_tune(bc_ctx *ctx, int argc, char **argv);
 
 static int die(bc_ctx *ctx, bc_status s, const char *what) {
   fprintf(stderr, "blockcast: %s: %s: %s\n", what, bc_status_string(s), ctx ? bc_last_error(ctx) : "");
@@ -61,22 +59,17 @@ static int write_if_changed(const char *path, const void *data, size_t n) {
 
 /* ---- list ---- */
 
-typedef struct names {
-  char **v;
-  size_t n, cap;
-} names;
-
-static void collect(const char *name, void *user) {
+void collect(const char *name, void *user) {
   names *ns = user;
   if (ns->n == ns->cap) {
     ns->cap = ns->cap ? 2 * ns->cap : 64;
     ns->v = realloc(ns->v, ns->cap * sizeof *ns->v);
     if (!ns->v) { fprintf(stderr, "blockcast: out of memory\n"); exit(1); }
   }
-  ns->v[ns->n++] = strdup(name);
+  if (!(ns->v[ns->n++] = strdup(name))) { fprintf(stderr, "blockcast: out of memory\n"); exit(1); }
 }
 
-static void names_free(names *ns) {
+void names_free(names *ns) {
   for (size_t i = 0; i < ns->n; i++) free(ns->v[i]);
   free(ns->v);
   memset(ns, 0, sizeof *ns);

@@ -27,9 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "jit/bc_jit.h"
-
-int bc_cli_tune(bc_ctx *ctx, int argc, char **argv);
+#include "cli.h"
 
 static const char *tune_usage =
   "usage: blockcast tune [options]          (needs a CUDA device)\n"
@@ -109,50 +107,37 @@ static int tfail(bc_ctx *ctx, const char *what) {
 
 /* ---- the plan: kernels and candidates (no GPU) ---- */
 
-typedef struct namelist {
-  char **v;
-  size_t n, cap;
-} namelist;
-
-static void add_name(const char *name, void *user) {
-  namelist *l = user;
-  if (l->n == l->cap) {
-    l->cap = l->cap ? 2 * l->cap : 256;
-    char **v = realloc(l->v, l->cap * sizeof *v);
-    if (!v) { fprintf(stderr, "blockcast tune: out of memory\n"); exit(1); }
-    l->v = v;
-  }
-  l->v[l->n++] = bci_strdup(name);
-}
-
+/* the dtype named s (bc_dtype_name's names); 0 if none */
 static int dtype_of(const char *s, bc_dtype *out) {
-  if (strcmp(s, "bf16") == 0) *out = BC_BF16;
-  else if (strcmp(s, "fp16") == 0) *out = BC_FP16;
-  else if (strcmp(s, "fp32") == 0) *out = BC_FP32;
-  else return 0;
-  return 1;
+  for (bc_dtype t = BC_FP32; t <= BC_FP16; t++)
+    if (strcmp(bc_dtype_name(t), s) == 0) { *out = t; return 1; }
+  return 0;
 }
 
 /* The kernels the options choose, each with its candidates (the incumbent first). */
 static int plan(bc_ctx *ctx, const topts *o, const char *arch, tkern **out, int *nout) {
-  namelist names = { 0 };
+  names all = { 0 };
   pthread_mutex_lock(&ctx->lock);
-  bc_status s = bci_lua_kernel_names(ctx, arch, NULL, add_name, &names);
+  bc_status s = bci_lua_kernel_names(ctx, arch, NULL, collect, &all);
   pthread_mutex_unlock(&ctx->lock);
-  if (s != BC_OK) return tfail(ctx, "the kernel list");
+  if (s != BC_OK) {
+    names_free(&all);
+    return tfail(ctx, "the kernel list");
+  }
   for (int i = 0; i < o->nkernels; i++) {
     int found = 0;
-    for (size_t j = 0; j < names.n; j++) found |= strcmp(names.v[j], o->kernels[i]) == 0;
+    for (size_t j = 0; j < all.n; j++) found |= strcmp(all.v[j], o->kernels[i]) == 0;
     if (!found) {
       fprintf(stderr, "blockcast tune: --kernel %s: no such kernel for %s (see `blockcast list --arch %s`)\n", o->kernels[i],
               arch, arch);
+      names_free(&all);
       return 1;
     }
   }
-  tkern *ks = xmalloc(names.n * sizeof *ks);
+  tkern *ks = xmalloc(all.n * sizeof *ks);
   int n = 0, rc = 0;
-  for (size_t i = 0; i < names.n && !rc; i++) {
-    const char *name = names.v[i];
+  for (size_t i = 0; i < all.n && !rc; i++) {
+    const char *name = all.v[i];
     char *r = NULL;
     const char *argv1[] = { name };
     pthread_mutex_lock(&ctx->lock);
@@ -200,8 +185,7 @@ static int plan(bc_ctx *ctx, const topts *o, const char *arch, tkern **out, int 
     free(r);
     ks[n++] = k;
   }
-  for (size_t i = 0; i < names.n; i++) free(names.v[i]);
-  free(names.v);
+  names_free(&all);
   if (rc) {
     for (int i = 0; i < n; i++) free(ks[i].c);
     free(ks);
