@@ -125,6 +125,9 @@ function M.load_elements(file, text)
     if not name:match("^[a-z][a-z0-9_]*$") then
       fail(string.format("%s: element name '%s': expected lower-case letters, digits and _", where(src, name), name))
     end
+    if #name > 31 then -- the runtime's element record (runtime/fmt/bc_fmt.h) holds 31
+      fail(string.format("%s: element name '%s': %d characters; expected at most 31", where(src, name), name, #name))
+    end
     local e = spec.validate(fields[name], M.element_schema, src, name)
     out[name] = check_element(name, e, src)
   end
@@ -158,7 +161,8 @@ end
 M.format_schema = {
   type = "table",
   fields = {
-    name        = { type = "string", required = true, pattern = "^[a-z][a-z0-9_]*$",
+    -- 63: the runtime's format record (runtime/fmt/bc_fmt.h) and kernel names (127 bytes) hold it
+    name        = { type = "string", required = true, pattern = "^[a-z][a-z0-9_]*$", max_chars = 63,
                     pattern_doc = "a name of lower-case letters, digits and _ starting with a letter" },
     description = { type = "string", required = true },
     element     = { type = "string", required = true, pattern = "^[a-z][a-z0-9_]*$", pattern_doc = "an element name" },

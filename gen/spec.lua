@@ -175,7 +175,7 @@ end
 -------------------------------------------------------------------------------
 -- A schema node is one of
 --   { type = "string" | "integer" | "number" | "boolean", enum = {...}, min = n, max = n,
---     pattern = "lua pattern", pattern_doc = "..." }
+--     pattern = "lua pattern", pattern_doc = "...", max_chars = n }
 --   { type = "table", fields = { name = node, ... }, required = { "a", "b" } }
 --   { type = "list", of = node, max_len = n }
 --   { type = "map", of = node, key_pattern = "lua pattern", key_doc = "..." }  (string keys, each value an `of`)
@@ -245,6 +245,10 @@ check = function(v, node, path, src)
     end
     if node.pattern and not v:match(node.pattern) then
       field_fail(src, path, node.pattern_doc or ("a string matching " .. node.pattern), found_doc(v))
+    end
+    if node.max_chars and #v > node.max_chars then
+      field_fail(src, path, string.format("%s of at most %d characters", node.pattern_doc or "a string", node.max_chars),
+        string.format("%d characters", #v))
     end
     return v
   elseif t == "boolean" then

@@ -1,6 +1,7 @@
 /* 00-spec-errors: every kind of malformed spec returns BC_ERR_SPEC with a message naming the
  * file, the line where the text shows it, the field, what was expected and what was found. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -44,6 +45,10 @@ static bc_status load_with(bc_ctx *ctx, int line, const char *repl) {
     bc_status s_ = (status_expr);                                                        \
     is_int(s_, want_status, __VA_ARGS__);                                                \
   } while (0)
+
+static void longest(const char *name, void *user) {
+  if (strlen(name) > strlen((char *)user) && strlen(name) < 256) strcpy((char *)user, name);
+}
 
 int main(void) {
   snprintf(path, sizeof path, "%s/bc-spec-%ld.lua", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (long)getpid());
@@ -146,6 +151,29 @@ int main(void) {
 
   CASE(load_with(ctx, 1, "name = \"Bad Name\""), BC_ERR_SPEC, "bad name");
   is_str_has(bc_last_error(ctx), "field 'name': expected a name of lower-case letters", "bad name: what a name is");
+
+  {
+    /* names the runtime's records and kernel names hold: 63 characters, not one more */
+    char nm[128], line[160];
+    memset(nm, 'a', 64);
+    nm[64] = 0;
+    snprintf(line, sizeof line, "name = \"%s\"", nm);
+    CASE(load_with(ctx, 1, line), BC_ERR_SPEC, "a 64-character name");
+    is_str_has(bc_last_error(ctx), "field 'name': expected a name of lower-case letters, digits and _ starting with a letter of at most 63 "
+               "characters, found 64 characters", "long name: the limit and the length");
+    nm[63] = 0;
+    snprintf(line, sizeof line, "name = \"%s\"", nm);
+    CASE(load_with(ctx, 1, line), BC_OK, "a 63-character name loads");
+    /* its longest kernel name is generated under that name */
+    char kn[256] = "", *src = NULL;
+    size_t len = 0;
+    bc_kernel_names(ctx, "sm_90", nm, longest, kn);
+    bc_status ks = bc_kernel_source(ctx, kn, "sm_90", &src, &len);
+    ok(strlen(kn) > 63 + 20 && ks == BC_OK && src && strstr(src, kn), "  and its longest kernel name, %zu characters, is generated (%.24s...%s)",
+       strlen(kn), kn, kn + (strlen(kn) > 20 ? strlen(kn) - 20 : 0));
+    if (ks != BC_OK) diag("%s", bc_last_error(ctx));
+    free(src);
+  }
 
   CASE(load_with(ctx, 1, "name = \"fp8_e4m3_tensor\""), BC_ERR_SPEC, "a name taken by another spec");
   is_str_has(bc_last_error(ctx), "already defined by specs/fp8_e4m3_tensor.lua", "name clash: names the other file");

@@ -3,13 +3,17 @@
  * not fill whole packing groups refused naming the group; each direction alone), the
  * CPU reference of grouped quantize against bc_ref_quantize of each group at those offsets
  * (0-row and 1-row groups, every format), and the argument errors of every list call, which
- * are checked before anything touches a GPU (messages name the entry). */
+ * are checked before anything touches a GPU (messages name the entry). Also the host pieces of
+ * a list entry: the output-overlap check (runtime/multi/bc_spans.c) against a brute-force
+ * check and a stable sort on random ranges, and kernel-name formatting (bci_kernel_name)
+ * against snprintf. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "blockcast.h"
+#include "multi/bc_multi.h"
 #include "tap.h"
 #include "testdata.h"
 
@@ -155,6 +159,95 @@ static void grouped_ref(const bc_format *f, int swz) {
   free(x);
 }
 
+
+/* ---- the overlap check of a list's output ranges ---- */
+
+static uint64_t rng18 = 0x2545F4914F6CDD1Dull;
+static uint64_t rnd18(void) {
+  rng18 ^= rng18 << 13;
+  rng18 ^= rng18 >> 7;
+  rng18 ^= rng18 << 17;
+  return rng18;
+}
+
+/* random ranges: n up to 400 (the insertion and the radix paths), starts clustered (few
+ * distinct bits), spread over 2^40 bytes, repeated, or already in order; lengths 1 to 4096 or
+ * tiny (no overlap likely) */
+static void spans_case(int trial) {
+  size_t n = trial % 7 == 0 ? (size_t)(rnd18() % 33) : (size_t)(rnd18() % 400);
+  bci_span *s = calloc(n + 1, sizeof *s), *t = calloc(n + 1, sizeof *t), *ref = calloc(n + 1, sizeof *ref);
+  int kind = trial % 4, tiny = trial % 3 == 0;
+  uintptr_t base = (uintptr_t)0x7f0000000000ull, at = base;
+  for (size_t i = 0; i < n; i++) {
+    uintptr_t lo;
+    switch (kind) {
+    case 0: lo = base + (rnd18() % 4096) * 16; break;             /* clustered */
+    case 1: lo = base + (rnd18() % (1ull << 40)); break;           /* spread */
+    case 2: lo = base + (rnd18() % 8) * 64; break;                 /* repeated starts */
+    default: lo = at; at += 64 + rnd18() % 64; break;              /* in order */
+    }
+    uintptr_t len = tiny ? 1 + rnd18() % 4 : 1 + rnd18() % 4096;
+    s[i] = (bci_span){ lo, lo + len, (int64_t)i, "x" };
+  }
+  memcpy(ref, s, n * sizeof *s);
+  /* brute force verdict, and the stable order by start (insertion sort) */
+  int overlap = 0;
+  for (size_t i = 0; i < n && !overlap; i++)
+    for (size_t j = i + 1; j < n; j++)
+      if (ref[i].lo < ref[j].hi && ref[j].lo < ref[i].hi) {
+        overlap = 1;
+        break;
+      }
+  for (size_t i = 1; i < n; i++)
+    for (size_t j = i; j > 0 && ref[j - 1].lo > ref[j].lo; j--) {
+      bci_span v = ref[j];
+      ref[j] = ref[j - 1];
+      ref[j - 1] = v;
+    }
+  size_t a = 0, b = 0;
+  int got = bci_spans_overlap(s, n, t, &a, &b);
+  int same_order = 1;
+  for (size_t i = 0; i < n; i++) same_order &= s[i].lo == ref[i].lo && s[i].item == ref[i].item;
+  int pair_ok = !got || (a < b && b < n && s[b].lo < s[a].hi && s[a].lo < s[b].hi);
+  ok(got == overlap && same_order && pair_ok, "overlap check, %zu ranges (%s%s): %s, sorted stably by start%s", n,
+     (const char *[]){ "clustered", "spread", "repeated starts", "in order" }[kind], tiny ? ", short" : "",
+     overlap ? "finds the overlap" : "no overlap", got ? ", the pair it names overlaps" : "");
+  if (got != overlap) diag("bci_spans_overlap said %d, brute force %d", got, overlap);
+  free(s);
+  free(t);
+  free(ref);
+}
+
+/* ---- kernel names ---- */
+
+static int kname(char *out, size_t cap, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = bci_kernel_name(out, cap, fmt, ap);
+  va_end(ap);
+  return n;
+}
+
+static void kernel_names(void) {
+  char a[128], b[128];
+  static const char *const fm[] = { "bc_amax__%s", "bc_quantize_%s__%s__%s", "bc_dequantize_%s__%s__%s%s", "%s", "plain", "a%%b%s" };
+  int all = 1;
+  for (int i = 0; i < 6; i++) {
+    snprintf(a, sizeof a, fm[i], "mxfp8_e4m3", "bf16", "col", "_flat");
+    int n = kname(b, sizeof b, fm[i], "mxfp8_e4m3", "bf16", "col", "_flat");
+    if (n != (int)strlen(a) || strcmp(a, b)) {
+      all = 0;
+      diag("format '%s': got '%s' (%d), snprintf '%s'", fm[i], b, n, a);
+    }
+  }
+  ok(all, "bci_kernel_name == snprintf on the runtime's kernel-name formats, %% and plain text");
+  is_int(kname(b, sizeof b, "bc_%d", 3), -1, "bci_kernel_name: a conversion other than %%s is refused");
+  int n = kname(b, 12, "bc_quantize_%s", "mxfp8_e4m3");
+  ok(n == -2 && strcmp(b, "bc_quantize") == 0, "bci_kernel_name: a name longer than the buffer: -2 and its first cap - 1 bytes ('%s')", b);
+  is_int(kname(b, 12, "bc_quantiz%s", "e"), 11, "bci_kernel_name: a name that just fits");
+
+}
+
 int main(void) {
   if (bc_ctx_create(&ctx, NULL, 0) != BC_OK) { printf("Bail out! no context\n"); return 1; }
   layout_by_hand("fp8_e4m3_tensor", 0, 0);
@@ -248,6 +341,9 @@ int main(void) {
   is_int(bc_grouped_layout(ctx, f, 3, gr, 32, 0, 0, (bc_group_offsets[4]){ 0 }), BC_ERR_ARG, "grouped_layout: no direction");
   is_int(bc_grouped_layout(ctx, f, 3, gr, 32, BC_ROWWISE, 0, NULL), BC_ERR_ARG, "grouped_layout: offsets NULL");
   is_int(bc_quantize_grouped(ctx, &gx, 3, NULL, &g, NULL), BC_ERR_ARG, "quantize_grouped: group_rows NULL");
+
+  for (int trial = 0; trial < 40; trial++) spans_case(trial);
+  kernel_names();
   bc_ctx_destroy(ctx);
   done_testing();
   return tap_failed ? 1 : 0;

@@ -94,6 +94,13 @@ BCI_HIDDEN int bci_sha256_accel(int mode);
  * (cuCtxGetDevice_v2 takes a context in CUDA 13) still hands back the one we call. */
 BCI_HIDDEN bc_status bci_cuda_load(bc_ctx *ctx);
 BCI_HIDDEN bc_status bci_nvrtc_load(bc_ctx *ctx);
+/* The calling thread's current CUDA context (cuCtxGetCurrent). Between bci_cu_hold() and
+ * bci_cu_release() (a list call: one thread, nothing in it changes the current context) the
+ * driver is asked once and the answer reused, as is bci_cuda_device's device check: a list entry
+ * otherwise asked 3 to 6 times. The library loads the driver before the first call. */
+BCI_HIDDEN CUresult bci_cu_current(CUcontext *c);
+BCI_HIDDEN void bci_cu_hold(void);
+BCI_HIDDEN void bci_cu_release(void);
 /* Current device's arch ("sm_90") and SM count; fails without a context. */
 BCI_HIDDEN bc_status bci_cuda_device(bc_ctx *ctx, char arch[16], int *sm_count);
 BCI_HIDDEN bc_status bci_cuda_memset32(bc_ctx *ctx, void *dptr, uint32_t value, size_t count, void *stream);

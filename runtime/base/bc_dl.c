@@ -144,23 +144,53 @@ bc_status bci_nvrtc_load(bc_ctx *ctx) {
   return BC_OK;
 }
 
+/* bci_cu_hold: the held context, and the hold it was asked in (0: not held) */
+static __thread unsigned cur_depth;
+static __thread uint64_t cur_hold, cur_asked;
+static __thread CUcontext cur_ctx;
+
+void bci_cu_hold(void) {
+  if (cur_depth++ == 0) cur_hold++;
+}
+
+void bci_cu_release(void) {
+  if (cur_depth > 0 && --cur_depth == 0) cur_asked = 0;
+}
+
+CUresult bci_cu_current(CUcontext *c) {
+  if (cur_depth && cur_asked == cur_hold) {
+    *c = cur_ctx;
+    return CUDA_SUCCESS;
+  }
+  CUresult r = bci_cu.CtxGetCurrent(c);
+  if (r == CUDA_SUCCESS && cur_depth) {
+    cur_ctx = *c;
+    cur_asked = cur_hold;
+  }
+  return r;
+}
+
 /* The last answer of this thread, for its (context, device): every launch asks (the arch keys
- * the loaded kernels), and three attribute queries cost more than the rest of a list entry. */
+ * the loaded kernels), and three attribute queries cost more than the rest of a list entry.
+ * dev_cache_hold: the hold (bci_cu_hold) in which the device was last checked. */
 static __thread CUcontext dev_cache_ctx;
 static __thread CUdevice dev_cache_dev;
 static __thread char dev_cache_arch[16];
 static __thread int dev_cache_sms;
+static __thread uint64_t dev_cache_hold;
 
 bc_status bci_cuda_device(bc_ctx *ctx, char arch[16], int *sm_count) {
   bc_status s = bci_cuda_load(ctx);
   if (s != BC_OK) return s;
   CUcontext c = NULL;
-  BCI_CU(ctx, bci_cu.CtxGetCurrent(&c));
+  BCI_CU(ctx, bci_cu_current(&c));
   if (!c)
     return bci_fail(ctx, BC_ERR_CUDA, "no current CUDA context on this thread: call cudaSetDevice() (runtime API) or cuCtxSetCurrent() before GPU calls");
-  CUdevice dev;
-  BCI_CU(ctx, bci_cu.CtxGetDevice(&dev));
+  int held = cur_depth && dev_cache_hold == cur_hold; /* checked in this hold: same context, same device */
+  CUdevice dev = dev_cache_dev;
+  if (!held) BCI_CU(ctx, bci_cu.CtxGetDevice(&dev));
   if (c == dev_cache_ctx && dev == dev_cache_dev && dev_cache_arch[0]) {
+    if (cur_depth) dev_cache_hold = cur_hold;
     memcpy(arch, dev_cache_arch, 16);
     if (sm_count) *sm_count = dev_cache_sms;
     return BC_OK;
@@ -178,6 +208,7 @@ bc_status bci_cuda_device(bc_ctx *ctx, char arch[16], int *sm_count) {
   dev_cache_ctx = c;
   dev_cache_dev = dev;
   dev_cache_sms = sms;
+  dev_cache_hold = cur_depth ? cur_hold : 0;
   memcpy(dev_cache_arch, arch, 16);
   return BC_OK;
 }

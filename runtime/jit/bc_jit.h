@@ -23,8 +23,16 @@ typedef struct bci_kernel {
 
 /* Find (AOT -> compile) and load the kernel `name` for the current device. */
 BCI_HIDDEN bc_status bci_kernel_get(bc_ctx *ctx, const char *name, const bci_kernel **out);
-/* The same with the name made by a printf format ("bc_amax__%s", dtype name) */
+/* The same with the name made by a printf format ("bc_amax__%s", dtype name) whose only
+ * conversions are %s: each argument must be a string that stays unchanged while ctx lives (a
+ * format's name, bc_dtype_name(), a literal), because a per-thread memo knows an earlier
+ * lookup by the arguments' addresses. */
 BCI_HIDDEN bc_status bci_kernel_getf(bc_ctx *ctx, const bci_kernel **out, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Its name formatting: printf's rules for %s and %%, the only conversions kernel names use
+ * (vsnprintf took longer than the rest of a cached lookup; tests/bench/bench_host). Returns the
+ * length; -1 for another conversion; -2 when the name does not fit in cap bytes (out then holds
+ * its first cap - 1). */
+BCI_HIDDEN int bci_kernel_name(char *out, size_t cap, const char *fmt, va_list ap);
 BCI_HIDDEN bc_status bci_kernel_launch(bc_ctx *ctx, const bci_kernel *k, unsigned gx, unsigned gy, unsigned gz,
                                        unsigned bx, void *stream, void **params);
 /* The same with `smem` bytes of dynamic shared memory instead of the launch's own (a kernel whose

@@ -9,15 +9,26 @@
 
 #include "jit/bc_jit.h"
 
-static uint64_t fnv1a(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h;
+/* A 64-bit hash of a kernel name (or registry key), 8 bytes a step (it was FNV-1a, a byte a
+ * step, on every cached lookup). */
+static uint64_t name_hash(const char *s, size_t n) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ n, w;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    memcpy(&w, s + i, 8);
+    h = (h ^ w) * 0xFF51AFD7ED558CCDull;
+    h ^= h >> 32;
+  }
+  w = 0;
+  memcpy(&w, s + i, n - i);
+  h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
+  return h ^ (h >> 29);
 }
+static uint64_t str_hash(const char *s) { return name_hash(s, strlen(s)); }
 
 static bci_kernel *kmap_find(bc_ctx *ctx, const char *key) {
   if (!ctx->kmap_cap) return NULL;
-  for (size_t i = fnv1a(key) & (ctx->kmap_cap - 1);; i = (i + 1) & (ctx->kmap_cap - 1)) {
+  for (size_t i = str_hash(key) & (ctx->kmap_cap - 1);; i = (i + 1) & (ctx->kmap_cap - 1)) {
     if (!ctx->kmap[i].k) return NULL;
     if (strcmp(ctx->kmap[i].key, key) == 0) return ctx->kmap[i].k;
   }
@@ -30,7 +41,7 @@ static bc_status kmap_put(bc_ctx *ctx, const char *key, bci_kernel *k) {
     if (!m) return bci_fail(ctx, BC_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < ctx->kmap_cap; i++) {
       if (!ctx->kmap[i].k) continue;
-      size_t j = fnv1a(ctx->kmap[i].key) & (cap - 1);
+      size_t j = str_hash(ctx->kmap[i].key) & (cap - 1);
       while (m[j].k) j = (j + 1) & (cap - 1);
       m[j] = ctx->kmap[i];
     }
@@ -38,7 +49,7 @@ static bc_status kmap_put(bc_ctx *ctx, const char *key, bci_kernel *k) {
     ctx->kmap = m;
     ctx->kmap_cap = cap;
   }
-  size_t j = fnv1a(key) & (ctx->kmap_cap - 1);
+  size_t j = str_hash(key) & (ctx->kmap_cap - 1);
   while (ctx->kmap[j].k) j = (j + 1) & (ctx->kmap_cap - 1);
   snprintf(ctx->kmap[j].key, sizeof ctx->kmap[j].key, "%s", key);
   ctx->kmap[j].k = k;
@@ -204,20 +215,99 @@ int bci_kernel_loaded(bc_ctx *ctx, const char *name) {
   return found;
 }
 
-bc_status bci_kernel_getf(bc_ctx *ctx, const bci_kernel **out, const char *fmt, ...) {
-  char name[128];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(name, sizeof name, fmt, ap);
-  va_end(ap);
-  return bci_kernel_get(ctx, name, out);
+int bci_kernel_name(char *out, size_t cap, const char *fmt, va_list ap) {
+  size_t n = 0;
+  for (const char *p = fmt; *p;) {
+    const char *piece = p;
+    size_t len;
+    if (*p != '%') {
+      while (p[0] && p[0] != '%') p++;
+      len = (size_t)(p - piece);
+    } else if (p[1] == 's' || p[1] == '%') {
+      piece = p[1] == 's' ? va_arg(ap, const char *) : "%";
+      len = strlen(piece);
+      p += 2;
+    } else {
+      return -1;
+    }
+    if (len >= cap - n) {
+      memcpy(out + n, piece, cap - 1 - n);
+      out[cap - 1] = 0;
+      return -2;
+    }
+    memcpy(out + n, piece, len);
+    n += len;
+  }
+  out[n] = 0;
+  return (int)n;
 }
 
-bc_status bci_kernel_get(bc_ctx *ctx, const char *name, const bci_kernel **out) {
+static bc_status kernel_get_n(bc_ctx *ctx, const char *name, size_t n, const bci_kernel **out);
+
+/* Per thread, what bci_kernel_getf returned last for a (format, argument addresses) pair, in
+ * front of the name cache: a hit formats and hashes no name (a list entry asks 2 to 5 times).
+ * Keyed like kcache below (context id, kernel generation, CUDA context), so an entry never
+ * outlives its kernel; the addresses stand for the strings because bci_kernel_getf's callers
+ * pass strings that stay unchanged while the context lives (bc_jit.h). */
+#define GETF_ARGS 4
+typedef struct fcache_entry {
+  uint64_t ctx_id, kgen;
+  CUcontext cu;
+  const char *fmt, *arg[GETF_ARGS];
+  const bci_kernel *k;
+} fcache_entry;
+static __thread fcache_entry fcache[32];
+
+bc_status bci_kernel_getf(bc_ctx *ctx, const bci_kernel **out, const char *fmt, ...) {
+  const char *arg[GETF_ARGS] = { 0 };
+  int na = 0, memo = 1;
+  va_list ap;
+  va_start(ap, fmt);
+  for (const char *p = fmt; *p; p++) {
+    if (p[0] != '%') continue;
+    if (p[1] == 's' && na < GETF_ARGS) arg[na++] = va_arg(ap, const char *);
+    else if (p[1] != '%') memo = 0; /* more arguments than the key holds (or a bad conversion: the name says) */
+    p++;
+  }
+  va_end(ap);
+  uint64_t h = (uint64_t)(uintptr_t)fmt * 0x9E3779B97F4A7C15ull;
+  for (int i = 0; i < na; i++) h = (h ^ (uint64_t)(uintptr_t)arg[i]) * 0xFF51AFD7ED558CCDull;
+  fcache_entry *e = &fcache[(h >> 32) & 31];
   CUcontext cu = NULL;
-  uint64_t h = fnv1a(name);
+  if (memo && e->k && e->fmt == fmt && !memcmp(e->arg, arg, sizeof arg) && e->ctx_id == ctx->id &&
+      e->kgen == __atomic_load_n(&ctx->kgen, __ATOMIC_ACQUIRE) && bci_cu.CtxGetCurrent && bci_cu_current(&cu) == CUDA_SUCCESS &&
+      cu == e->cu) {
+    *out = e->k;
+    return BC_OK;
+  }
+  char name[128];
+  va_start(ap, fmt);
+  int n = bci_kernel_name(name, sizeof name, fmt, ap);
+  va_end(ap);
+  if (n == -2)
+    return bci_fail(ctx, BC_ERR_UNSUPPORTED, "the name of kernel '%.40s...' would be longer than %zu bytes: use a shorter format name",
+                    name, sizeof name - 1);
+  if (n < 0) return bci_fail(ctx, BC_ERR_INTERNAL, "kernel name format '%s' has a conversion other than %%s", fmt);
+  uint64_t gen = __atomic_load_n(&ctx->kgen, __ATOMIC_ACQUIRE); /* before the lookup: a later generation only misses */
+  bc_status s = kernel_get_n(ctx, name, (size_t)n, out);
+  if (s == BC_OK && memo && bci_cu_current(&cu) == CUDA_SUCCESS) {
+    e->ctx_id = ctx->id;
+    e->kgen = gen;
+    e->cu = cu;
+    e->fmt = fmt;
+    memcpy(e->arg, arg, sizeof arg);
+    e->k = *out;
+  }
+  return s;
+}
+
+bc_status bci_kernel_get(bc_ctx *ctx, const char *name, const bci_kernel **out) { return kernel_get_n(ctx, name, strlen(name), out); }
+
+static bc_status kernel_get_n(bc_ctx *ctx, const char *name, size_t n, const bci_kernel **out) {
+  CUcontext cu = NULL;
+  uint64_t h = name_hash(name, n);
   kcache_entry *e = &kcache[h & 31];
-  if (e->k && e->ctx_id == ctx->id && e->kgen == __atomic_load_n(&ctx->kgen, __ATOMIC_ACQUIRE) && e->hash == h && bci_cu.CtxGetCurrent && bci_cu.CtxGetCurrent(&cu) == CUDA_SUCCESS &&
+  if (e->k && e->ctx_id == ctx->id && e->kgen == __atomic_load_n(&ctx->kgen, __ATOMIC_ACQUIRE) && e->hash == h && bci_cu.CtxGetCurrent && bci_cu_current(&cu) == CUDA_SUCCESS &&
       cu == e->cu && strcmp(e->k->name, name) == 0) {
     *out = e->k;
     return BC_OK;
@@ -226,7 +316,7 @@ bc_status bci_kernel_get(bc_ctx *ctx, const char *name, const bci_kernel **out) 
   bc_status s = kernel_get_locked(ctx, name, out);
   uint64_t gen = ctx->kgen; /* the generation *out belongs to, read under the lock */
   pthread_mutex_unlock(&ctx->lock);
-  if (s == BC_OK && bci_cu.CtxGetCurrent(&cu) == CUDA_SUCCESS) *e = (kcache_entry){ ctx->id, gen, h, cu, *out };
+  if (s == BC_OK && bci_cu_current(&cu) == CUDA_SUCCESS) *e = (kcache_entry){ ctx->id, gen, h, cu, *out };
   return s;
 }
 
@@ -280,17 +370,22 @@ bc_status bci_kernel_launch_smem(bc_ctx *ctx, const bci_kernel *k, unsigned gx, 
 size_t bci_args_packed(const bci_arg *args, int nargs, unsigned char *out) {
   size_t off = 0;
   for (int i = 0; i < nargs; i++) {
-    size_t a = args[i].size < 8 ? args[i].size : 8;
-    off = (off + a - 1) / a * a;
-    if (out) memcpy(out + off, args[i].p, args[i].size);
-    off += args[i].size;
+    /* alignment: the size, 8 at most; kernel parameter types are 4- or 8-byte scalars and
+     * 8-aligned structs (gen/blockcast.lua: param_align refuses others) */
+    size_t sz = args[i].size, a = sz < 8 ? sz : 8;
+    off = (off + a - 1) & ~(a - 1);
+    if (out) {
+      if (sz == 8) memcpy(out + off, args[i].p, 8);
+      else if (sz == 4) memcpy(out + off, args[i].p, 4);
+      else memcpy(out + off, args[i].p, sz);
+    }
+    off += sz;
   }
-  return (off + 7) / 8 * 8;
+  return (off + 7) & ~(size_t)7;
 }
 
 static bc_status sink_put(bc_ctx *ctx, bci_sink *sink, const bci_kernel *k, unsigned gx, unsigned gy, unsigned gz,
                           unsigned threads, int smem, const bci_arg *args, int nargs) {
-  size_t len = bci_args_packed(args, nargs, NULL);
   if (sink->n == sink->cap) {
     size_t cap = sink->cap ? 2 * sink->cap : 256;
     bci_rec *r = realloc(sink->recs, cap * sizeof *r);
@@ -298,15 +393,17 @@ static bc_status sink_put(bc_ctx *ctx, bci_sink *sink, const bci_kernel *k, unsi
     sink->recs = r;
     sink->cap = cap;
   }
-  if (sink->len + len > sink->bytes_cap) {
+  size_t bound = 8; /* the packed size is at most the sizes plus 7 bytes of padding each */
+  for (int i = 0; i < nargs; i++) bound += args[i].size + 7;
+  if (sink->len + bound > sink->bytes_cap) {
     size_t cap = sink->bytes_cap ? sink->bytes_cap : 16384;
-    while (cap < sink->len + len) cap *= 2;
+    while (cap < sink->len + bound) cap *= 2;
     unsigned char *b = realloc(sink->bytes, cap);
     if (!b) return bci_fail(ctx, BC_ERR_NOMEM, "out of memory recording a list's arguments (%zu bytes)", cap);
     sink->bytes = b;
     sink->bytes_cap = cap;
   }
-  bci_args_packed(args, nargs, sink->bytes + sink->len);
+  size_t len = bci_args_packed(args, nargs, sink->bytes + sink->len);
   bci_rec *r = &sink->recs[sink->n++];
   r->k = k;
   r->grid[0] = gx;

@@ -45,12 +45,6 @@ typedef struct segment {
   int64_t blocks;
 } segment;
 
-typedef struct span {
-  uintptr_t lo, hi;
-  int64_t item;
-  const char *what;
-} span;
-
 struct bci_list_state {
   pthread_mutex_t lock;
   bci_sink sink;
@@ -64,8 +58,8 @@ struct bci_list_state {
   size_t cap_cur_seg;
   size_t *order; /* the groups in launch order */
   size_t cap_order;
-  span *spans;
-  size_t nspans, cap_spans;
+  bci_span *spans, *spans_tmp;
+  size_t nspans, cap_spans, cap_spans_tmp;
   chunk chunks[BCI_LIST_CHUNKS];
   unsigned next_wait;
 };
@@ -95,6 +89,7 @@ void bci_list_free(bc_ctx *ctx) {
   free(st->cur_seg);
   free(st->order);
   free(st->spans);
+  free(st->spans_tmp);
   pthread_mutex_destroy(&st->lock);
   free(st);
   ctx->list = NULL;
@@ -119,6 +114,7 @@ static bc_status begin(bc_ctx *ctx, const char *fn, int64_t n, const void *array
   if (n > 0 && !array) return bci_fail(ctx, BC_ERR_ARG, "%s: argument '%s' is NULL; expected an array of %lld entries", fn, what, (long long)n);
   if (n > 0x7FFFFFFF) return bci_fail(ctx, BC_ERR_ARG, "%s: n is %lld; a list holds at most 2^31 - 1 tensors", fn, (long long)n);
   pthread_mutex_lock(&ctx->list->lock);
+  bci_cu_hold();
   bci_sink *k = &ctx->list->sink;
   k->n = 0;
   k->len = 0;
@@ -127,6 +123,7 @@ static bc_status begin(bc_ctx *ctx, const char *fn, int64_t n, const void *array
 }
 
 static bc_status end(bc_ctx *ctx, bc_status s) {
+  bci_cu_release();
   pthread_mutex_unlock(&ctx->list->lock);
   return s;
 }
@@ -146,41 +143,33 @@ static bc_status span_add(bc_ctx *ctx, const void *p, size_t bytes, int64_t item
   struct bci_list_state *st = ctx->list;
   bc_status s = grow(ctx, (void **)&st->spans, &st->cap_spans, st->nspans + 1, sizeof *st->spans);
   if (s != BC_OK) return s;
-  st->spans[st->nspans++] = (span){ (uintptr_t)p, (uintptr_t)p + bytes, item, what };
+  st->spans[st->nspans++] = (bci_span){ (uintptr_t)p, (uintptr_t)p + bytes, item, what };
   return BC_OK;
-}
-
-static int span_cmp(const void *a, const void *b) {
-  const span *x = a, *y = b;
-  return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : (x->item < y->item ? -1 : x->item > y->item);
 }
 
 static bc_status spans_check(bc_ctx *ctx, const char *fn) {
   struct bci_list_state *st = ctx->list;
   if (st->nspans < 2) return BC_OK;
-  qsort(st->spans, st->nspans, sizeof *st->spans, span_cmp);
-  size_t far = 0; /* the span reaching furthest so far */
-  for (size_t i = 1; i < st->nspans; i++) {
-    const span *a = &st->spans[far], *b = &st->spans[i];
-    if (b->lo < a->hi)
-      return bci_fail(ctx, BC_ERR_ARG, "%s: the outputs overlap: tensor %lld's %s [%p, +%zu) and tensor %lld's %s [%p, +%zu); every "
-                      "tensor of a list needs its own output buffers", fn, (long long)a->item, a->what, (void *)a->lo,
-                      (size_t)(a->hi - a->lo), (long long)b->item, b->what, (void *)b->lo, (size_t)(b->hi - b->lo));
-    if (b->hi > a->hi) far = i;
-  }
-  return BC_OK;
+  bc_status s = grow(ctx, (void **)&st->spans_tmp, &st->cap_spans_tmp, st->nspans, sizeof *st->spans_tmp);
+  if (s != BC_OK) return s;
+  size_t i, j;
+  if (!bci_spans_overlap(st->spans, st->nspans, st->spans_tmp, &i, &j)) return BC_OK;
+  const bci_span *a = &st->spans[i], *b = &st->spans[j];
+  return bci_fail(ctx, BC_ERR_ARG, "%s: the outputs overlap: tensor %lld's %s [%p, +%zu) and tensor %lld's %s [%p, +%zu); every "
+                  "tensor of a list needs its own output buffers", fn, (long long)a->item, a->what, (void *)a->lo,
+                  (size_t)(a->hi - a->lo), (long long)b->item, b->what, (void *)b->lo, (size_t)(b->hi - b->lo));
 }
 
 /* the buffers quantize writes into q (amax and scale only where it writes them) */
-static bc_status spans_qtensor(bc_ctx *ctx, const bc_qtensor *q, int64_t item, int writes_amax) {
+static bc_status spans_qtensor(bc_ctx *ctx, const char *fn, const bc_qtensor *q, int64_t item, int writes_amax) {
   static const char *const dn[2][2] = { { "rowwise_data", "rowwise_scale_inv" }, { "columnwise_data", "columnwise_scale_inv" } };
   for (int d = 0; d < 2; d++) {
     const void *data = d ? q->columnwise_data : q->rowwise_data;
     if (!data) continue;
-    bc_qlayout lay;
-    bc_status s = bc_qtensor_layout(ctx, q->format, q->rows, q->cols, d ? BC_COLUMNWISE : BC_ROWWISE, q->scale_swizzled, &lay);
-    if (s == BC_OK) s = span_add(ctx, data, lay.data_bytes, item, dn[d][0]);
-    if (s == BC_OK) s = span_add(ctx, d ? q->columnwise_scale_inv : q->rowwise_scale_inv, lay.scale_bytes, item, dn[d][1]);
+    bci_geom g; /* q passed its single call's checks: only the sizes are needed */
+    bc_status s = bci_geom_get(ctx, fn, q->format, q->rows, q->cols, d ? BC_COLUMNWISE : BC_ROWWISE, q->scale_swizzled != 0, &g);
+    if (s == BC_OK) s = span_add(ctx, data, g.data_bytes, item, dn[d][0]);
+    if (s == BC_OK) s = span_add(ctx, d ? q->columnwise_scale_inv : q->rowwise_scale_inv, g.scale_bytes, item, dn[d][1]);
     if (s != BC_OK) return s;
   }
   if (!writes_amax) return BC_OK;
@@ -196,7 +185,7 @@ static bc_status spans_qtensor(bc_ctx *ctx, const bc_qtensor *q, int64_t item, i
 static bc_status chunk_get(bc_ctx *ctx, size_t size, chunk **out) {
   struct bci_list_state *st = ctx->list;
   CUcontext cur = NULL;
-  BCI_CU(ctx, bci_cu.CtxGetCurrent(&cur));
+  BCI_CU(ctx, bci_cu_current(&cur));
   chunk *spare = NULL;
   for (;;) {
     for (int i = 0; i < BCI_LIST_CHUNKS; i++) {
@@ -433,7 +422,7 @@ static bc_status quantize_list(bc_ctx *ctx, const char *fn, int cast_only, int64
     s = cast_only ? bci_quantize_cast(ctx, &ctx->list->sink, &x[i], &q[i], stream)
                   : bci_quantize(ctx, &ctx->list->sink, &x[i], &q[i], stream);
     if (s != BC_OK) s = item_fail(ctx, fn, i, s);
-    else s = spans_qtensor(ctx, &q[i], i, !cast_only);
+    else s = spans_qtensor(ctx, fn, &q[i], i, !cast_only);
   }
   if (s == BC_OK) s = spans_check(ctx, fn);
   if (s == BC_OK) s = flush(ctx, fn, stream);
@@ -490,9 +479,9 @@ bc_status bc_scale_swizzle_list(bc_ctx *ctx, int64_t n, const bc_swizzle_job *jo
       s = item_fail(ctx, fn, i, s);
       break;
     }
-    bc_qlayout lay;
-    s = bc_qtensor_layout(ctx, j->format, j->rows, j->cols, j->dir, !from_swizzled, &lay);
-    if (s == BC_OK) s = span_add(ctx, j->dst, lay.scale_bytes, i, "dst");
+    bci_geom g;
+    s = bci_geom_get(ctx, fn, j->format, j->rows, j->cols, j->dir, !from_swizzled, &g);
+    if (s == BC_OK) s = span_add(ctx, j->dst, g.scale_bytes, i, "dst");
   }
   if (s == BC_OK) s = spans_check(ctx, fn);
   if (s == BC_OK) s = flush(ctx, fn, stream);

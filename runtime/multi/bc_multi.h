@@ -6,6 +6,16 @@
 
 #include "ops/bc_ops.h"
 
+/* A byte range [lo, hi) that a list call writes, for the overlap check (bc_spans.c): sorts s[0, n)
+ * by lo (stably: equal starts keep their order), tmp[n] its scratch; returns 1 with the sorted
+ * indexes a < b of the first range b that starts inside an earlier one a, else 0. */
+typedef struct bci_span {
+  uintptr_t lo, hi;
+  int64_t item;
+  const char *what;
+} bci_span;
+BCI_HIDDEN int bci_spans_overlap(bci_span *s, size_t n, bci_span *tmp, size_t *a, size_t *b);
+
 /* the context's list buffers (ctx->list): made by bc_ctx_create, freed by bc_ctx_destroy */
 BCI_HIDDEN bc_status bci_list_init(bc_ctx *ctx);
 BCI_HIDDEN void bci_list_free(bc_ctx *ctx);
