@@ -625,6 +625,16 @@ int main(void) {
   bc_format_get(ctx, "fp8_e4m3_tensor", &f);
   bad_lists(f);
   amax_ranges();
+  /* contexts made after others were destroyed (their records may sit at the old addresses):
+   * each context's lookups are its own (the per-thread kernel memos are keyed by context id) */
+  char name[64] = "mxfp8_e4m3";
+  if (only) snprintf(name, sizeof name, "%.*s", (int)strcspn(only, ","), only);
+  for (int again = 0; again < 3; again++) {
+    bc_ctx_destroy(ctx);
+    if (bc_ctx_create(&ctx, NULL, 0) != BC_OK) { printf("Bail out! no context\n"); return 1; }
+    if (bc_format_get(ctx, name, &f) != BC_OK) { printf("Bail out! %s\n", bc_last_error(ctx)); return 1; }
+    run_list(f, 7);
+  }
   bc_ctx_destroy(ctx);
   done_testing();
   return tap_failed ? 1 : 0;

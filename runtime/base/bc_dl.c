@@ -144,7 +144,8 @@ bc_status bci_nvrtc_load(bc_ctx *ctx) {
   return BC_OK;
 }
 
-/* bci_cu_hold: the held context, and the hold it was asked in (0: not held) */
+/* bci_cu_hold: the depth of holds, the number of the outermost hold (each new one counts up),
+ * the hold the context below was asked in */
 static __thread unsigned cur_depth;
 static __thread uint64_t cur_hold, cur_asked;
 static __thread CUcontext cur_ctx;
@@ -154,7 +155,7 @@ void bci_cu_hold(void) {
 }
 
 void bci_cu_release(void) {
-  if (cur_depth > 0 && --cur_depth == 0) cur_asked = 0;
+  if (cur_depth > 0) cur_depth--;
 }
 
 CUresult bci_cu_current(CUcontext *c) {

@@ -24,9 +24,9 @@ typedef struct bci_kernel {
 /* Find (AOT -> compile) and load the kernel `name` for the current device. */
 BCI_HIDDEN bc_status bci_kernel_get(bc_ctx *ctx, const char *name, const bci_kernel **out);
 /* The same with the name made by a printf format ("bc_amax__%s", dtype name) whose only
- * conversions are %s: each argument must be a string that stays unchanged while ctx lives (a
- * format's name, bc_dtype_name(), a literal), because a per-thread memo knows an earlier
- * lookup by the arguments' addresses. */
+ * conversions are %s. The format must be a string literal and each argument a string that stays
+ * unchanged while ctx lives (a format's name, bc_dtype_name(), a literal; never a buffer that is
+ * written again): a per-thread memo knows an earlier lookup by these addresses alone. */
 BCI_HIDDEN bc_status bci_kernel_getf(bc_ctx *ctx, const bci_kernel **out, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Its name formatting: printf's rules for %s and %%, the only conversions kernel names use
  * (vsnprintf took longer than the rest of a cached lookup; tests/bench/bench_host). Returns the

@@ -22,6 +22,8 @@ static uint64_t name_hash(const char *s, size_t n) {
   w = 0;
   memcpy(&w, s + i, n - i);
   h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
+  h ^= h >> 33; /* every input bit reaches the low bits the tables index by */
+  h *= 0xFF51AFD7ED558CCDull;
   return h ^ (h >> 29);
 }
 static uint64_t str_hash(const char *s) { return name_hash(s, strlen(s)); }
@@ -248,7 +250,7 @@ static bc_status kernel_get_n(bc_ctx *ctx, const char *name, size_t n, const bci
  * front of the name cache: a hit formats and hashes no name (a list entry asks 2 to 5 times).
  * Keyed like kcache below (context id, kernel generation, CUDA context), so an entry never
  * outlives its kernel; the addresses stand for the strings because bci_kernel_getf's callers
- * pass strings that stay unchanged while the context lives (bc_jit.h). */
+ * pass a literal format and arguments that stay unchanged while the context lives (bc_jit.h). */
 #define GETF_ARGS 4
 typedef struct fcache_entry {
   uint64_t ctx_id, kgen;
@@ -267,6 +269,7 @@ bc_status bci_kernel_getf(bc_ctx *ctx, const bci_kernel **out, const char *fmt, 
     if (p[0] != '%') continue;
     if (p[1] == 's' && na < GETF_ARGS) arg[na++] = va_arg(ap, const char *);
     else if (p[1] != '%') memo = 0; /* more arguments than the key holds (or a bad conversion: the name says) */
+    if (!p[1]) break;
     p++;
   }
   va_end(ap);
