@@ -132,8 +132,9 @@ $(B)/fuzz/%: tests/fuzz/%.c tests/fuzz/targets.h $(B)/lib/libblockcast.a | $(B)/
 # machine (the static binaries each hold the 13 MB AOT archive): build/dev/, rpath $ORIGIN.
 # (only programs that use the public API: the others need the library's hidden symbols)
 DEV_TESTS = $(B)/dev/20-gpu-fp8-tensor.t $(B)/dev/22-gpu-block.t $(B)/dev/23-gpu-delayed.t $(B)/dev/24-gpu-list.t \
-            $(B)/dev/25-gpu-comm.t
-DEV_BENCH = $(B)/dev/bench_block $(B)/dev/bench_fp8_tensor $(B)/dev/bench_list $(B)/dev/bench_comm
+            $(B)/dev/25-gpu-comm.t $(B)/dev/27-gpu-shard.t $(B)/dev/28-gpu-multi.t
+DEV_BENCH = $(B)/dev/bench_block $(B)/dev/bench_fp8_tensor $(B)/dev/bench_list $(B)/dev/bench_comm $(B)/dev/bench_shard \
+            $(B)/dev/bench_multi
 $(B)/dev:
 	@mkdir -p $@
 $(B)/dev/libblockcast.so.0: $(B)/lib/libblockcast.so | $(B)/dev

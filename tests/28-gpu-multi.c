@@ -1,7 +1,9 @@
 /* tests/28-gpu-multi.c: the collectives and the sharded cast over real NCCL, one process per GPU
- * (2 to 4 GPUs; "1..0 # SKIP" with fewer). The parent counts the GPUs in a child (it never
- * initializes CUDA itself, so the ranks it starts are clean processes), starts one rank per GPU
- * (this program with --rank), and renumbers their TAP lines. Every rank builds the same inputs
+ * (2 to 4 GPUs; "1..0 # SKIP" with fewer, a failure with fewer than $BC_MULTI_MIN_GPUS). The
+ * parent counts the GPUs in a child (it never initializes CUDA itself, so the ranks it starts are
+ * clean processes), starts one rank per GPU (this program with --rank; each killed after
+ * $BC_MULTI_TIMEOUT seconds, 300 by default, and all once one fails), waits for them and
+ * renumbers their TAP lines. Every rank builds the same inputs
  * from the same seeds and checks its own results against bc_quantize of the whole tensor on its
  * own GPU:
  *   - bc_all_gather over a communicator bootstrapped by blockcast (an id file in a fresh
@@ -9,8 +11,9 @@
  *   - bc_shard_cast of random flat partitions over a communicator the test made itself with NCCL
  *     (ncclCommInitRank from blockcast's id helper) and wrapped (bc_comm_wrap_nccl); the ranks'
  *     buffers combined by ncclAllReduce(ncclUint8, ncclSum), then bc_shard_finish;
- *   - communicators given at the call: ncclCommSplit into two groups (even and odd ranks), an
- *     amax all-reduce on each gives its own group's max.
+ *   - communicators given at the call: ncclCommSplit into two groups (even and odd ranks; with
+ *     2 ranks one group with the ranks reversed), each wrapped at its new rank and size, an amax
+ *     all-reduce on each gives its own group's max.
  * The process plumbing and NCCL (opened at run time) are in tests/multi.h. */
 #include <errno.h>
 #include <stdarg.h>
@@ -84,6 +87,7 @@ static void *full_input(bc_dtype dt, int64_t n, uint64_t seed) {
 }
 
 static int rank_main(int rank, int W, const char *dir) {
+  setvbuf(stdout, NULL, _IOLBF, 0); /* its log keeps every line if the rank is killed */
   CK(cudaSetDevice(rank));
   if (bc_ctx_create(&ctx, NULL, 0) != BC_OK) { rline(0, "rank %d: context", rank); return 1; }
   char path[512];
@@ -140,7 +144,7 @@ static int rank_main(int rank, int W, const char *dir) {
     int dirs = info.block == BC_BLOCK_1D ? 3 : 1;
     int64_t R = 190, C = 258, N = R * C;
     void *full = full_input(BC_FP32, N, 0x777 + fi);
-    /* the same partition on every rank: W - 1 cuts from one seed, odd, inside blocks */
+    /* the same partition on every rank: W - 1 cuts inside blocks, off the blocks' and rows' edges */
     int64_t cut[9];
     cut[0] = 0, cut[W] = N;
     for (int k = 1; k < W; k++) cut[k] = N * k / W + 2 * k + 1;
@@ -149,13 +153,15 @@ static int rank_main(int rank, int W, const char *dir) {
     bc_qtensor qg = qbuf_make(&g, f, R, C, dirs);
     bc_qtensor qw = qbuf_make(&w, f, R, C, dirs | (info.has_columnwise ? 2 : 0));
     s = bc_shard_cast(ctx, wrapped, 1, &sh, &qg, NULL);
-    for (int k = 0; k < 4 && s == BC_OK; k++) {
+    int ncr = 0; /* ncclResult_t of the combining all-reduce */
+    for (int k = 0; k < 4 && s == BC_OK && ncr == 0; k++) {
       if (!g.p[k] || (k == 1 && info.block == BC_BLOCK_TENSOR)) continue; /* per-tensor scale_inv: every rank writes it */
       size_t n = k % 2 ? g.l[k / 2].scale_bytes : g.l[k / 2].data_bytes;
-      if (nc.allreduce(g.p[k], g.p[k], n, MT_UINT8, MT_SUM, own, NULL) != 0) s = BC_ERR_UNAVAILABLE;
+      ncr = nc.allreduce(g.p[k], g.p[k], n, MT_UINT8, MT_SUM, own, NULL);
     }
+    if (ncr) snprintf(why, sizeof why, "ncclAllReduce (the test's combine) returned %d", ncr);
     int good = 0;
-    if (s == BC_OK && dirs == 1 && info.has_columnwise) { /* the columnwise copy after the gather */
+    if (s == BC_OK && !ncr && dirs == 1 && info.has_columnwise) { /* the columnwise copy after the gather */
       g.l[1] = w.l[1];
       g.p[2] = dmalloc(w.l[1].data_bytes);
       g.p[3] = dmalloc(w.l[1].scale_bytes);
@@ -163,29 +169,40 @@ static int rank_main(int rank, int W, const char *dir) {
       s = bc_shard_finish(ctx, 1, &qg, NULL);
     }
     bc_tensor xf = { full, BC_FP32, R, C, C };
-    if (s == BC_OK) s = bc_quantize(ctx, &xf, &qw, NULL);
+    if (s == BC_OK && !ncr) s = bc_quantize(ctx, &xf, &qw, NULL);
     CK(cudaDeviceSynchronize());
-    good = s == BC_OK && same_q(&g, &w, info.has_columnwise ? 3 : dirs, info.block == BC_BLOCK_TENSOR || info.two_level, why, sizeof why);
+    good = s == BC_OK && !ncr && same_q(&g, &w, info.has_columnwise ? 3 : dirs, info.block == BC_BLOCK_TENSOR || info.two_level, why, sizeof why);
     rline(good, "rank %d: bc_shard_cast %s over the wrapped communicator, buffers summed by ncclAllReduce, bc_shard_finish: the whole "
           "weight's quantize%s%s", rank, info.name, good ? "" : ": ", good ? "" : (s ? bc_last_error(ctx) : why));
     qbuf_free(&g);
     qbuf_free(&w);
     cudaFree(full);
   }
-  /* 3: two groups, each communicator given at the call */
+  /* 3: two groups, each communicator given at the call: ranks 0 and 2 / 1 and 3 for 4 ranks (the
+   * group's max is another rank's value); for 2 ranks one group in reverse order (key W - 1 -
+   * rank), so that the wrapped communicator's rank is not the process's */
   void *half = NULL;
-  nr = nc.split(own, rank % 2, rank, &half, NULL);
+  const int color = W == 2 ? 0 : rank % 2, key = W - 1 - rank;
+  nr = nc.split(own, color, key, &half, NULL);
   bc_comm *hc = NULL;
   s = nr == 0 ? bc_comm_wrap_nccl(ctx, half, &hc) : BC_ERR_UNAVAILABLE;
+  bc_comm_info hi_info = { 0 };
+  int members = 0, pos = 0; /* the group's size and this rank's place in it (by key) */
+  for (int r = 0; r < W; r++)
+    if ((W == 2 ? 0 : r % 2) == color) members++, pos += (W - 1 - r) < key;
+  if (s == BC_OK) s = bc_comm_get_info(ctx, hc, &hi_info);
+  rline(nr == 0 && s == BC_OK && hi_info.rank == pos && hi_info.size == members,
+        "rank %d: ncclCommSplit (color %d, key %d) wrapped: rank %d of %d, want %d of %d%s%s", rank, color, key, hi_info.rank,
+        hi_info.size, pos, members, nr ? ": ncclCommSplit failed" : s ? ": " : "", nr ? "" : s ? bc_last_error(ctx) : "");
   float *a = dmalloc(4), v = (float)(rank + 1), got = 0;
   CK(cudaMemcpy(a, &v, 4, cudaMemcpyHostToDevice));
   if (s == BC_OK) s = bc_amax_allreduce(ctx, hc, a, 1, NULL);
   CK(cudaMemcpy(&got, a, 4, cudaMemcpyDeviceToHost));
-  int hi = rank % 2;
+  int hi = 0;
   for (int r = 0; r < W; r++)
-    if (r % 2 == rank % 2) hi = r + 1;
-  rline(s == BC_OK && got == (float)hi, "rank %d: amax all-reduce over its ncclCommSplit group (color %d): %g, want %d", rank, rank % 2,
-        got, hi);
+    if ((W == 2 ? 0 : r % 2) == color) hi = r + 1;
+  rline(s == BC_OK && got == (float)hi, "rank %d: amax all-reduce over its ncclCommSplit group (color %d): %g, want %d%s%s", rank,
+        color, got, hi, s ? ": " : "", s ? bc_last_error(ctx) : "");
   bc_comm_destroy(hc);
   bc_comm_destroy(wrapped);
   bc_comm_destroy(boot);
@@ -201,7 +218,13 @@ int main(int argc, char **argv) {
   int cm = mt_count_main(argc, argv);
   if (cm >= 0) return cm;
   if (argc > 4 && !strcmp(argv[1], "--rank")) return rank_main(atoi(argv[2]), atoi(argv[3]), argv[4]);
-  int n = mt_gpu_count(argv[0]);
+  setvbuf(stdout, NULL, _IOLBF, 0); /* what was printed survives a kill of the whole run */
+  char why[256];
+  int n = mt_gpu_count(argv[0], why, sizeof why);
+  if (n < 0) { printf("Bail out! counting the GPUs failed: %s\n", why); return 1; }
+  /* BC_MULTI_MIN_GPUS=2 on a machine of several GPUs: fewer is a failure, not a skip */
+  const char *mn = getenv("BC_MULTI_MIN_GPUS");
+  if (mn && n < atoi(mn)) { printf("Bail out! %d GPU(s) (%s), BC_MULTI_MIN_GPUS=%s\n", n, why, mn); return 1; }
   if (n < 2) {
     printf("1..0 # SKIP %d GPU%s (the multi-GPU tier needs 2 or more)\n", n, n == 1 ? "" : "s");
     return 0;
@@ -209,29 +232,34 @@ int main(int argc, char **argv) {
   int W = n < 4 ? n : 4;
   char dir[] = "/tmp/blockcast-multi-XXXXXX";
   if (!mkdtemp(dir)) { printf("Bail out! mkdtemp: %s\n", strerror(errno)); return 1; }
-  printf("# %d GPUs, %d ranks (one process each), id files in %s\n", n, W, dir);
+  unsigned limit = mt_timeout(300);
+  printf("# %d GPUs, %d ranks (one process each, %u s each at most), id files and logs in %s\n", n, W, limit, dir);
   pid_t pids[8];
-  int fds[8];
-  if (!mt_spawn(argv[0], W, dir, pids, fds)) { printf("Bail out! could not start the ranks\n"); return 1; }
-  /* each rank's output in turn (a pipe buffers what it writes meanwhile) */
+  int st[8];
+  int started = mt_spawn(argv[0], W, dir, limit, pids);
+  mt_wait(started, pids, st);
+  if (started < W) printf("# only %d of %d ranks could be started\n", started, W);
+  /* each rank's log in turn, its TAP lines renumbered */
   int tests = 0, failed = 0;
   for (int r = 0; r < W; r++) {
-    FILE *fp = fdopen(fds[r], "r");
-    char line[2048];
+    char log[600], line[2048], how[96];
+    mt_log_path(log, sizeof log, dir, r);
+    FILE *fp = r < started ? fopen(log, "r") : NULL;
     while (fp && fgets(line, sizeof line, fp)) {
       if (!strncmp(line, "ok - ", 5)) printf("ok %d - %s", ++tests, line + 5);
       else if (!strncmp(line, "not ok - ", 9)) printf("not ok %d - %s", ++tests, line + 9), failed++;
       else printf("# %s", line);
     }
     if (fp) fclose(fp);
-    int st = 0;
-    waitpid(pids[r], &st, 0);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-      printf("not ok %d - rank %d exited with status %d\n", ++tests, r, WIFEXITED(st) ? WEXITSTATUS(st) : 128);
+    if (r >= started) {
+      printf("not ok %d - rank %d was not started\n", ++tests, r);
+      failed++;
+    } else if (!WIFEXITED(st[r]) || WEXITSTATUS(st[r]) != 0) {
+      printf("not ok %d - rank %d %s\n", ++tests, r, mt_status_text(st[r], how, sizeof how));
       failed++;
     }
   }
   printf("1..%d\n", tests);
-  mt_cleanup(dir);
+  mt_cleanup(dir, W);
   return failed ? 1 : 0;
 }

@@ -10,7 +10,8 @@
  * the flat fp32 buffer) over the W ranks, one all-reduce included, against the floor of its
  * kernels (bytes at the copy's speed) plus a raw ncclAllReduce of its vector's size.
  * bench.h's timing: median of 9 samples of 10 calls (all ranks in step: the collectives synchronize them).
- *   bench_multi [W]   (default: every GPU, at most 8) */
+ *   bench_multi [W]   (default: every GPU, at most 8; each rank killed after $BC_MULTI_TIMEOUT s,
+ *                     540 by default, and all 20 s after one fails) */
 #include <errno.h>
 
 #include "bench.h"
@@ -56,9 +57,22 @@ static int do_nccl_allreduce(int i, void *u) {
   return j->nc->allreduce(j->vec, j->vec, j->nvec, 7 /* ncclFloat32 */, 2 /* ncclMax */, j->nccl, NULL) != 0;
 }
 
+/* bench.h's median, or the end of this rank when a call failed: its peers would wait in a
+ * collective it never makes (the parent kills them 20 s after this rank exits) */
+static float timed(op_fn fn, void *u, const char *what, int rank) {
+  float t = time_median(fn, u);
+  if (t < 0) {
+    printf("# rank %d: %s failed: %s\n", rank, what, bc_last_error(ctx));
+    fflush(stdout);
+    exit(1);
+  }
+  return t;
+}
+
 static double busbw(size_t per_rank, int W, float ms) { return (double)per_rank * W / (ms * 1e-3) / 1e9 * (W - 1) / W; }
 
 static int rank_main(int rank, int W, const char *dir) {
+  setvbuf(stdout, NULL, _IOLBF, 0); /* its log keeps every line if the rank is killed */
   CK(cudaSetDevice(rank));
   if (bc_ctx_create(&ctx, NULL, 0) != BC_OK) return 1;
   reps = 9; /* samples of BATCH calls (bench.h) */
@@ -79,7 +93,7 @@ static int rank_main(int rank, int W, const char *dir) {
   double gbs = copy_gbs(&copy_ms);
   if (rank == 0) {
     printf("# %s x %d, one process each; copy %.0f GB/s on rank 0 in this run\n", gpu_name(), W, gbs);
-    printf("| per rank | format | ms | busbw GB/s | raw gather of its bytes, ms | overhead | vs the bf16 gather |\n|---|---|---|---|---|---|---|\n");
+    printf("| per rank | format | ms | busbw GB/s (the format: of the bytes it sends, quantize included) | raw gather of its bytes, ms | overhead | vs the bf16 gather |\n|---|---|---|---|---|---|---|\n");
   }
   const int64_t K = 8192;
   const char *fmts[] = { "fp8_e4m3_tensor", "mxfp8_e4m3", "nvfp4" };
@@ -97,7 +111,7 @@ static int rank_main(int rank, int W, const char *dir) {
     job j;
     memset(&j, 0, sizeof j);
     j.nc = &nc, j.nccl = own, j.comm = comm, j.send = x, j.recv = all, j.bytes = per;
-    float bf = time_median(do_nccl_gather, &j);
+    float bf = timed(do_nccl_gather, &j, "ncclAllGather of bf16", rank);
     if (rank == 0) printf("| %d MiB | bf16 (ncclAllGather) | %.3f | %.0f | | | 1.00x |\n", mb, bf, busbw(per, W, bf));
     for (int fi = 0; fi < 3; fi++) {
       const bc_format *f;
@@ -110,13 +124,13 @@ static int rank_main(int rank, int W, const char *dir) {
       g.x = (bc_tensor){ x, BC_BF16, M, K, K };
       g.rows = rows;
       g.q = (bc_qtensor){ f, M * W, K, rd, rs, NULL, NULL, am, am + 1, 0, 0, 0, 0 };
-      float q = time_median(do_gather, &g);
+      float q = timed(do_gather, &g, fmts[fi], rank);
       uint64_t sent = 0;
       bc_all_gather_bytes(ctx, f, W, rows, K, BC_ROWWISE, 0, &sent); /* every rank the same count (equal rows: the same for all) */
       void *s2 = dmalloc(sent), *r2 = dmalloc(sent * (uint64_t)W);
       job raw = j;
       raw.send = s2, raw.recv = r2, raw.bytes = sent;
-      float rw = time_median(do_nccl_gather, &raw);
+      float rw = timed(do_nccl_gather, &raw, "ncclAllGather of the same bytes", rank);
       if (rank == 0)
         printf("| %d MiB | %s | %.3f | %.0f | %.3f | %+.1f%% | %.2fx |\n", mb, fmts[fi], q, busbw(sent, W, q), rw, 100.0 * (q / rw - 1),
                bf / q);
@@ -182,10 +196,10 @@ static int rank_main(int rank, int W, const char *dir) {
     memset(&j, 0, sizeof j);
     j.nc = &nc, j.nccl = own, j.comm = comm;
     j.n = n, j.sh = sh, j.qs = qs;
-    float step = time_median(do_shard, &j);
+    float step = timed(do_shard, &j, sf[c], rank);
     j.vec = dmalloc(nvec * 4), j.nvec = nvec;
     CK(cudaMemset(j.vec, 0, nvec * 4));
-    float ar = time_median(do_nccl_allreduce, &j);
+    float ar = timed(do_nccl_allreduce, &j, "ncclAllReduce", rank);
     double floor_ms = bytes / (gbs * 1e9) * 1e3;
     if (rank == 0)
       printf("| %s %s | %.3f | %.3f | %.3f | %.2fx |\n", sf[c], dirs == 3 ? "both" : "rowwise", step, floor_ms, ar, step / (floor_ms + ar));
@@ -207,27 +221,40 @@ int main(int argc, char **argv) {
   int cm = mt_count_main(argc, argv);
   if (cm >= 0) return cm;
   if (argc > 4 && !strcmp(argv[1], "--rank")) return rank_main(atoi(argv[2]), atoi(argv[3]), argv[4]);
-  int n = mt_gpu_count(argv[0]);
-  int W = argc > 1 ? atoi(argv[1]) : (n < 8 ? n : 8);
-  if (n < 2 || W < 2 || W > n) {
-    printf("# bench_multi needs 2 or more GPUs (%d here, %d asked)\n", n, W);
-    return 0;
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  char why[256], *end = NULL;
+  int n = mt_gpu_count(argv[0], why, sizeof why);
+  if (n < 0) {
+    printf("bench_multi: counting the GPUs failed: %s\n", why);
+    return 1;
+  }
+  long want = argc > 1 ? strtol(argv[1], &end, 10) : (n < 8 ? n : 8);
+  if (argc > 2 || (argc > 1 && (!end || *end || want < 2 || want > 8))) {
+    printf("usage: bench_multi [W]   (W: 2 to 8 ranks, one GPU each; default: every GPU, at most 8)\n");
+    return 2;
+  }
+  int W = (int)want;
+  if (n < 2 || W > n) {
+    printf("# bench_multi needs %d GPUs, %d here (%s)\n", W < 2 ? 2 : W, n, why);
+    return n < 2 ? 0 : 1;
   }
   char dir[] = "/tmp/blockcast-bench-XXXXXX";
   if (!mkdtemp(dir)) return 1;
+  unsigned limit = mt_timeout(540);
   pid_t pids[8];
-  int fds[8];
-  if (!mt_spawn(argv[0], W, dir, pids, fds)) return 1;
-  int bad = 0;
-  for (int r = 0; r < W; r++) {
-    char buf[4096];
-    ssize_t k;
-    while ((k = read(fds[r], buf, sizeof buf)) > 0) fwrite(buf, 1, (size_t)k, stdout);
-    close(fds[r]);
-    int st = 0;
-    waitpid(pids[r], &st, 0);
-    if (!WIFEXITED(st) || WEXITSTATUS(st)) bad = 1;
+  int st[8];
+  int started = mt_spawn(argv[0], W, dir, limit, pids);
+  int bad = mt_wait(started, pids, st) > 0 || started < W;
+  for (int r = 0; r < started; r++) {
+    char log[600], buf[4096], how[96];
+    mt_log_path(log, sizeof log, dir, r);
+    FILE *fp = fopen(log, "r");
+    size_t k;
+    while (fp && (k = fread(buf, 1, sizeof buf, fp)) > 0) fwrite(buf, 1, k, stdout);
+    if (fp) fclose(fp);
+    if (!WIFEXITED(st[r]) || WEXITSTATUS(st[r])) printf("# rank %d %s\n", r, mt_status_text(st[r], how, sizeof how));
   }
-  mt_cleanup(dir);
+  if (started < W) printf("# only %d of %d ranks could be started\n", started, W);
+  mt_cleanup(dir, W);
   return bad;
 }
