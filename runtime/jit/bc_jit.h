@@ -29,7 +29,7 @@ BCI_HIDDEN bc_status bci_kernel_get(bc_ctx *ctx, const char *name, const bci_ker
  * written again): a per-thread memo knows an earlier lookup by these addresses alone. */
 BCI_HIDDEN bc_status bci_kernel_getf(bc_ctx *ctx, const bci_kernel **out, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Its name formatting: printf's rules for %s and %%, the only conversions kernel names use
- * (vsnprintf took longer than the rest of a cached lookup; tests/bench/bench_host). Returns the
+ * (half of vsnprintf's time on the development machine; tests/bench/bench_host). Returns the
  * length; -1 for another conversion; -2 when the name does not fit in cap bytes (out then holds
  * its first cap - 1). */
 BCI_HIDDEN int bci_kernel_name(char *out, size_t cap, const char *fmt, va_list ap);

@@ -217,6 +217,14 @@ int bci_kernel_loaded(bc_ctx *ctx, const char *name) {
   return found;
 }
 
+/* whether a per-thread cache entry made for (context id, kernel generation, CUDA context) may be
+ * used now: its kernel is still loaded and for this thread's device */
+static int entry_live(bc_ctx *ctx, uint64_t ctx_id, uint64_t kgen, CUcontext cu) {
+  CUcontext c = NULL;
+  return ctx_id == ctx->id && kgen == __atomic_load_n(&ctx->kgen, __ATOMIC_ACQUIRE) && bci_cu.CtxGetCurrent &&
+         bci_cu_current(&c) == CUDA_SUCCESS && c == cu;
+}
+
 int bci_kernel_name(char *out, size_t cap, const char *fmt, va_list ap) {
   size_t n = 0;
   for (const char *p = fmt; *p;) {
@@ -276,10 +284,7 @@ bc_status bci_kernel_getf(bc_ctx *ctx, const bci_kernel **out, const char *fmt, 
   uint64_t h = (uint64_t)(uintptr_t)fmt * 0x9E3779B97F4A7C15ull;
   for (int i = 0; i < na; i++) h = (h ^ (uint64_t)(uintptr_t)arg[i]) * 0xFF51AFD7ED558CCDull;
   fcache_entry *e = &fcache[(h >> 32) & 31];
-  CUcontext cu = NULL;
-  if (memo && e->k && e->fmt == fmt && !memcmp(e->arg, arg, sizeof arg) && e->ctx_id == ctx->id &&
-      e->kgen == __atomic_load_n(&ctx->kgen, __ATOMIC_ACQUIRE) && bci_cu.CtxGetCurrent && bci_cu_current(&cu) == CUDA_SUCCESS &&
-      cu == e->cu) {
+  if (memo && e->k && e->fmt == fmt && !memcmp(e->arg, arg, sizeof arg) && entry_live(ctx, e->ctx_id, e->kgen, e->cu)) {
     *out = e->k;
     return BC_OK;
   }
@@ -293,6 +298,7 @@ bc_status bci_kernel_getf(bc_ctx *ctx, const bci_kernel **out, const char *fmt, 
   if (n < 0) return bci_fail(ctx, BC_ERR_INTERNAL, "kernel name format '%s' has a conversion other than %%s", fmt);
   uint64_t gen = __atomic_load_n(&ctx->kgen, __ATOMIC_ACQUIRE); /* before the lookup: a later generation only misses */
   bc_status s = kernel_get_n(ctx, name, (size_t)n, out);
+  CUcontext cu = NULL;
   if (s == BC_OK && memo && bci_cu_current(&cu) == CUDA_SUCCESS) {
     e->ctx_id = ctx->id;
     e->kgen = gen;
@@ -310,8 +316,7 @@ static bc_status kernel_get_n(bc_ctx *ctx, const char *name, size_t n, const bci
   CUcontext cu = NULL;
   uint64_t h = name_hash(name, n);
   kcache_entry *e = &kcache[h & 31];
-  if (e->k && e->ctx_id == ctx->id && e->kgen == __atomic_load_n(&ctx->kgen, __ATOMIC_ACQUIRE) && e->hash == h && bci_cu.CtxGetCurrent && bci_cu_current(&cu) == CUDA_SUCCESS &&
-      cu == e->cu && strcmp(e->k->name, name) == 0) {
+  if (e->k && e->hash == h && entry_live(ctx, e->ctx_id, e->kgen, e->cu) && strcmp(e->k->name, name) == 0) {
     *out = e->k;
     return BC_OK;
   }
