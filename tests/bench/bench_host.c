@@ -22,6 +22,7 @@
 #include "blockcast.h"
 #include "multi/bc_multi.h"
 #include "host_timing.h"
+#include "testdata.h"
 
 #define NT 1000
 #define SPANS 6
@@ -122,14 +123,6 @@ static void copy_only(void *u) {
   memcpy(j->work, j->in, sizeof j->in);
 }
 
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static uint64_t rnd(void) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return rng;
-}
-
 /* 1,000 tensors' ranges: arena order (bench_list's: data + scales of each tensor one after the
  * other, amax and scale in fp32 arrays of their own: three ascending runs interleaved), all in
  * one ascending run, or each range at a random 512-byte-aligned place in 64 GiB */
@@ -142,7 +135,7 @@ static void spans_fill(spans_job *j, int kind) {
     size_t sz[SPANS] = { 4096 * 64, 64 * 4, 4096 * 64, 64 * 4, 4, 4 };
     for (int k = 0; k < SPANS; k++) {
       uintptr_t lo;
-      if (kind == RANDOM) lo = 0x7f0000000000ull + (rnd() % (1ull << 27)) * 512;
+      if (kind == RANDOM) lo = 0x7f0000000000ull + (next() % (1ull << 27)) * 512;
       else if (k < 4 || kind == IN_ORDER) {
         lo = arena;
         arena += (sz[k] + 255) / 256 * 256;
