@@ -418,14 +418,18 @@ static const char *make_split(gcase *c, int k) {
     for (int r = 0; r < W; r++) c->rows[r] = 70 + 2 * r;
     c->rows[urand(0, W - 1)] = 0;
     break;
-  default:
+  case 4:
     for (int r = 0; r < W; r++) c->rows[r] = 2 * urand(5, 40) + 1;
+    break;
+  default: /* whole 128-row bands, unequal, one rank empty: the block scales gathered in place */
+    for (int r = 0; r < W; r++) c->rows[r] = 128 * (1 + r % 2);
+    c->rows[urand(0, W - 1)] = 0;
     break;
   }
   int64_t M = 0;
   for (int r = 0; r < W; r++) M += c->rows[r];
   if (M % 2) c->rows[W - 1] += c->rows[W - 1] > 1 ? -1 : 1;
-  const char *names[] = { "", "", "unequal", "a rank with 0 rows", "odd rows" };
+  const char *names[] = { "", "", "unequal", "a rank with 0 rows", "odd rows", "128-row bands, a rank with 0 rows" };
   return names[k];
 }
 
@@ -447,7 +451,7 @@ static void gather_matrix(void) {
       }
       for (int dirs = 1; dirs <= 3; dirs++) {
         if (((dirs & 1) && !info.has_rowwise) || ((dirs & 2) && !info.has_columnwise)) continue;
-        for (int k = 0; k < 5; k++, ci++) {
+        for (int k = 0; k < 6; k++, ci++) {
           gcase c;
           memset(&c, 0, sizeof c);
           c.f = f;

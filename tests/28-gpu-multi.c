@@ -7,7 +7,8 @@
  * from the same seeds and checks its own results against bc_quantize of the whole tensor on its
  * own GPU:
  *   - bc_all_gather over a communicator bootstrapped by blockcast (an id file in a fresh
- *     directory: bc_comm_bootstrap), every format, rowwise and both, unequal rows cutting blocks;
+ *     directory: bc_comm_bootstrap), every format, rowwise and both, unequal rows cutting blocks
+ *     and unequal bands of 128 rows (block scales gathered in place of the output's);
  *   - bc_shard_cast of random flat partitions over a communicator the test made itself with NCCL
  *     (ncclCommInitRank from blockcast's id helper) and wrapped (bc_comm_wrap_nccl); the ranks'
  *     buffers combined by ncclAllReduce(ncclUint8, ncclSum), then bc_shard_finish;
@@ -104,9 +105,11 @@ static int rank_main(int rank, int W, const char *dir) {
     bc_format_info info;
     bc_format_get_info(ctx, f, &info);
     if (!comm_takes(&info)) continue;
-    for (int dirs = 1; dirs <= 3; dirs += 2) {
+    for (int v = 0; v < 4; v++) {
+      /* dirs 1, 3; rows cutting blocks, then bands of 128 rows (block scales gathered in place) */
+      const int dirs = v % 2 ? 3 : 1, bands = v / 2;
       int64_t K = 256, rows[8], M = 0;
-      for (int r = 0; r < W; r++) M += rows[r] = 40 + 18 * r;
+      for (int r = 0; r < W; r++) M += rows[r] = bands ? 128 * (1 + r % 2) : 40 + 18 * r;
       void *full = full_input(BC_BF16, M * K, 0x1234 + fi);
       int64_t r0 = 0;
       for (int r = 0; r < rank; r++) r0 += rows[r];
@@ -118,8 +121,9 @@ static int rank_main(int rank, int W, const char *dir) {
       if (s == BC_OK) s = bc_quantize(ctx, &xf, &qw, NULL);
       CK(cudaDeviceSynchronize());
       int good = s == BC_OK && same_q(&g, &w, dirs, info.block == BC_BLOCK_TENSOR || info.two_level, why, sizeof why);
-      rline(good, "rank %d: bc_all_gather %s %s, rows cutting blocks: the whole tensor's quantize%s%s", rank, info.name,
-            dirs == 3 ? "both" : "rowwise", good ? "" : ": ", good ? "" : (s ? bc_last_error(ctx) : why));
+      rline(good, "rank %d: bc_all_gather %s %s, %s: the whole tensor's quantize%s%s", rank, info.name,
+            dirs == 3 ? "both" : "rowwise", bands ? "128-row bands" : "rows cutting blocks", good ? "" : ": ",
+            good ? "" : (s ? bc_last_error(ctx) : why));
       qbuf_free(&g);
       qbuf_free(&w);
       cudaFree(full);

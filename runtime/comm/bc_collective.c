@@ -436,7 +436,54 @@ typedef struct pieces {
   const size_t *rs_send, *cs_send;   /* ... and what of them travels */
   unsigned char *all_rs, *all_cd, *all_cs;
   int swizzled;                      /* the slabs' scales are in the 128x4 swizzle (a quantized input) */
+  int rs_in_place, cs_in_place;      /* the slabs' rowwise / columnwise scales were written into out's
+                                      * buffer and travel in place (scales_in_place) */
 } pieces;
+
+/* A direction's block scales can be gathered in place of out's compact scale buffer, with no
+ * placing kernel, when the slabs' scale buffers are bands of whole stored rows of it laid side by
+ * side: no block straddles ranks, the stored rows run along the tensor's rows (row-major rowwise
+ * scales; MXFP8's transposed columnwise scales), and every slab but the last fills its padding
+ * rows (e.g. a multiple of 128 rows for the MX formats). Each rank then quantizes its slab's
+ * scales straight into out at the sum of the slab sizes before it; what travels is unchanged
+ * (each slab up to its last valid entry), and the receivers zero the rest of the others' slabs. */
+static int scales_in_place(bc_ctx *ctx, const plan *p, bc_direction dir) {
+  const bc_format *f = p->f;
+  if (p->exchange || f->block == BC_BLOCK_TENSOR) return 0;
+  bci_geom go, g;
+  if (bci_geom_get(ctx, "bc_all_gather", f, p->M, p->K, dir, 0, &go) != BC_OK) return 0;
+  int last = -1;
+  for (int r = 0; r < p->W; r++)
+    if (p->row0[r + 1] > p->row0[r]) last = r;
+  size_t total = 0;
+  int64_t valid_rows = 0;
+  for (int r = 0; r < p->W; r++) {
+    if (p->row0[r + 1] == p->row0[r]) continue;
+    if (bci_geom_get(ctx, "bc_all_gather", f, p->s[r], p->K, dir, 0, &g) != BC_OK) return 0;
+    if (g.scols != go.scols || (r != last && g.srows != g.svalid_rows)) return 0;
+    total += g.scale_bytes;
+    valid_rows += g.svalid_rows;
+  }
+  return total == go.scale_bytes && valid_rows == go.svalid_rows;
+}
+
+/* zero what of the other ranks' slabs does not travel (past each one's last valid entry) */
+static bc_status zero_slab_tails(bc_ctx *ctx, const plan *p, unsigned char *buf, const size_t *size, const size_t *send, void *stream) {
+  size_t o = 0;
+  for (int r = 0; r < p->W; r++) {
+    if (r != p->me && size[r] > send[r]) {
+      CUresult cr = bci_cu.MemsetD8Async((CUdeviceptr)(uintptr_t)(buf + o + send[r]), 0, size[r] - send[r], (CUstream)stream);
+      if (cr != CUDA_SUCCESS) {
+        const char *en = "?";
+        bci_cu.GetErrorName(cr, &en);
+        return bci_fail(ctx, BC_ERR_CUDA, "bc_all_gather: zeroing the padding of rank %d's gathered scales (cuMemsetD8Async) failed: %s",
+                        r, en);
+      }
+    }
+    o += size[r];
+  }
+  return BC_OK;
+}
 
 /* The payload in one group (every rank takes part whatever s says, so that no rank is left
  * waiting; a failure keeps its first message), then the assembly of out from the pieces. */
@@ -464,10 +511,12 @@ static bc_status gather_and_assemble(bc_ctx *ctx, bc_comm *comm, const char *sig
   char sg[BCI_COMM_SIG];
   snprintf(sg, sizeof sg, "%.200s [payload]", sig);
   s = bci_comm_gatherv(ctx, comm, sg, s, nj, jobs, stream);
+  if (s == BC_OK && pc->rs_in_place) s = zero_slab_tails(ctx, p, pc->all_rs, pc->rs_size, pc->rs_send, stream);
+  if (s == BC_OK && pc->cs_in_place) s = zero_slab_tails(ctx, p, pc->all_cs, pc->cs_size, pc->cs_send, stream);
   if (s == BC_OK && f->block != BC_BLOCK_TENSOR) {
     psrc t;
     const int sw = pc->swizzled;
-    if (p->want_row) {
+    if (p->want_row && !pc->rs_in_place) {
       slab_sources(p, pc->rs_size, &t);
       s = place(ctx, p, out->rowwise_scale_inv, pdir_of(f, BC_ROWWISE, 1, out->scale_swizzled), 1, pc->all_rs,
                 pdir_of(f, BC_ROWWISE, 1, sw), &t, stream);
@@ -479,7 +528,7 @@ static bc_status gather_and_assemble(bc_ctx *ctx, bc_comm *comm, const char *sig
                   stream);
       }
       slab_sources(p, pc->cs_size, &t);
-      if (s == BC_OK)
+      if (s == BC_OK && !pc->cs_in_place)
         s = place(ctx, p, out->columnwise_scale_inv, pdir_of(f, BC_COLUMNWISE, 1, out->scale_swizzled), 1, pc->all_cs,
                   pdir_of(f, BC_COLUMNWISE, 1, sw), &t, stream);
     }
@@ -567,11 +616,17 @@ static bc_status gather_hp(bc_ctx *ctx, const char *fn, bc_comm *comm, const bc_
    * scales | columnwise data | columnwise scales] [gathered: all rowwise scales | all
    * columnwise data | all columnwise scales] [stage] [partial amaxes: mine | all] */
   size_t need_R = (p->comp_row && !p->want_row) ? (size_t)p->M * p->rb : 0;
-  size_t g_rs = sum(p, p->rs), g_cd = sum(p, p->cd), g_cs = sum(p, p->cs);
+  /* block scales written into out and gathered there (scales_in_place), or placed from the workspace */
+  const int rs_in = p->want_row && !out->scale_swizzled && scales_in_place(ctx, p, BC_ROWWISE);
+  const int cs_in = p->comp_col && !out->scale_swizzled && scales_in_place(ctx, p, BC_COLUMNWISE);
+  size_t rs_off = 0, cs_off = 0;
+  for (int r = 0; r < me; r++) rs_off += p->rs[r], cs_off += p->cs[r];
+  size_t g_rs = rs_in ? 0 : sum(p, p->rs), g_cd = sum(p, p->cd), g_cs = cs_in ? 0 : sum(p, p->cs);
   size_t stage = (p->exchange && m > 0) ? (size_t)p->s[me] * (size_t)p->K * bc_dtype_size(x->dtype) : 0;
   size_t amaxb = p->exchange ? (size_t)(p->W + 1) * 2 * (size_t)p->nbc * sizeof(float) : 0;
   /* (per-tensor formats: a scratch word for the row cast's scale_inv where out has none) */
-  size_t parts[8] = { need_R, p->rs[me] ? p->rs[me] : sizeof(float), p->cd[me], p->cs[me], g_rs, g_cd, g_cs, stage };
+  size_t parts[8] = { need_R, p->rs[me] && !rs_in ? p->rs[me] : sizeof(float), p->cd[me], cs_in ? 0 : p->cs[me], g_rs, g_cd, g_cs,
+                      stage };
   size_t at[9];
   at[0] = 0;
   for (int i = 0; i < 8; i++) at[i + 1] = at[i] + (parts[i] + 255) / 256 * 256;
@@ -587,6 +642,8 @@ static bc_status gather_hp(bc_ctx *ctx, const char *fn, bc_comm *comm, const bc_
   unsigned char *R = p->want_row ? out->rowwise_data : ws + at[0];
   unsigned char *my_rs = ws + at[1], *my_cd = ws + at[2], *my_cs = ws + at[3];
   unsigned char *all_rs = ws + at[4], *all_cd = ws + at[5], *all_cs = ws + at[6], *stg = ws + at[7];
+  if (rs_in) all_rs = out->rowwise_scale_inv, my_rs = all_rs + rs_off;
+  if (cs_in) all_cs = out->columnwise_scale_inv, my_cs = all_cs + cs_off;
   float *pme = (float *)(ws + at[8]), *pall = pme + 2 * p->nbc;
 
   /* 1. per-tensor and two-level formats: the amax of the whole tensor */
@@ -665,7 +722,7 @@ static bc_status gather_hp(bc_ctx *ctx, const char *fn, bc_comm *comm, const bc_
   /* 4. the payload, in one group, and 5. the assembly */
   pieces pc = { R + (size_t)p->row0[me] * p->rb,
                 p->col_direct ? (unsigned char *)out->columnwise_data + (size_t)p->row0[me] * p->cb : NULL, R, my_rs, my_cd, my_cs,
-                p->rs, p->cs, p->rs_send, p->cs_send, all_rs, all_cd, all_cs, 0 };
+                p->rs, p->cs, p->rs_send, p->cs_send, all_rs, all_cd, all_cs, 0, rs_in, cs_in };
   s = gather_and_assemble(ctx, comm, sig, s, p, out, &pc, stream);
   bci_ws_free(ws, stream);
   return s;
@@ -847,7 +904,7 @@ bc_status bc_all_gather_quantized(bc_ctx *ctx, bc_comm *comm, const bc_qtensor *
     }
   }
   pieces pc = { xq->rowwise_data, xq->columnwise_data, R, xq->rowwise_scale_inv, xq->columnwise_data, xq->columnwise_scale_inv, rs, cs,
-                rs_send, cs_send, all_rs, all_cd, all_cs, xs };
+                rs_send, cs_send, all_rs, all_cd, all_cs, xs, 0, 0 };
   s = gather_and_assemble(ctx, comm, sig, s, p, out, &pc, stream);
   bci_ws_free(ws, stream);
   free(p);

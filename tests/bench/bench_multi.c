@@ -4,8 +4,10 @@
  * activation [M, 8192] per rank of 64 and 256 MiB:
  *   bf16        ncclAllGather of the bf16 rows (what a bf16 gather costs);
  *   <format>    bc_all_gather of the rows into the format, rowwise (quantize + exchange + assembly),
- *               against a raw ncclAllGather of the bytes it sends (bc_all_gather_bytes): the
- *               overhead, and the speedup over the bf16 gather;
+ *               against a raw ncclAllGather of the bytes it sends (bc_all_gather_bytes, rounded
+ *               up to 256): the overhead, and the speedup over the bf16 gather; and the rank's
+ *               rows quantized alone (bc_quantize, no communication);
+ * before them NCCL's own curve (a raw ncclAllGather of 8 to 512 MiB per rank);
  * and the sharded cast of the ~1B-parameter model of bench_shard.c (each rank its ZeRO range of
  * the flat fp32 buffer) over the W ranks, one all-reduce included, against the floor of its
  * kernels (bytes at the copy's speed) plus a raw ncclAllReduce of its vector's size.
@@ -45,6 +47,11 @@ static int do_gather(int i, void *u) {
   (void)i;
   job *j = u;
   return bc_all_gather(ctx, j->comm, &j->x, j->rows, &j->q, NULL) != BC_OK;
+}
+static int do_quantize(int i, void *u) {
+  (void)i;
+  job *j = u;
+  return bc_quantize(ctx, &j->x, &j->q, NULL) != BC_OK;
 }
 static int do_shard(int i, void *u) {
   (void)i;
@@ -93,8 +100,32 @@ static int rank_main(int rank, int W, const char *dir) {
   double gbs = copy_gbs(&copy_ms);
   if (rank == 0) {
     printf("# %s x %d, one process each; copy %.0f GB/s on rank 0 in this run\n", gpu_name(), W, gbs);
-    printf("| per rank | format | ms | busbw GB/s (the format: of the bytes it sends, quantize included) | raw gather of its bytes, ms | overhead | vs the bf16 gather |\n|---|---|---|---|---|---|---|\n");
   }
+  /* NCCL's own curve on this machine: a raw ncclAllGather per rank size, up then down (drift shows) */
+  {
+    const int lo_mb = 8, hi_mb = 512;
+    void *sb = dmalloc((size_t)hi_mb << 20), *rb = dmalloc(((size_t)hi_mb << 20) * (size_t)W);
+    CK(cudaMemset(sb, 0, (size_t)hi_mb << 20));
+    float up[8] = { 0 }, down[8] = { 0 };
+    for (int pass = 0; pass < 2; pass++)
+      for (int i = 0; i < 7; i++) {
+        int k = pass ? 6 - i : i;
+        job j = { .nc = &nc, .nccl = own, .send = sb, .recv = rb, .bytes = ((size_t)lo_mb << k) << 20 };
+        (pass ? down : up)[k] = timed(do_nccl_gather, &j, "ncclAllGather (curve)", rank);
+      }
+    if (rank == 0) {
+      printf("| raw ncclAllGather, per rank | ms (sizes rising) | busbw GB/s | ms (sizes falling) | busbw GB/s |\n|---|---|---|---|---|\n");
+      for (int k = 0; k < 7; k++) {
+        size_t b = ((size_t)lo_mb << k) << 20;
+        printf("| %zu MiB | %.3f | %.0f | %.3f | %.0f |\n", b >> 20, up[k], busbw(b, W, up[k]), down[k], busbw(b, W, down[k]));
+      }
+      printf("\n");
+    }
+    cudaFree(sb);
+    cudaFree(rb);
+  }
+  if (rank == 0)
+    printf("| per rank | format | ms | busbw GB/s (the format: of the bytes it sends, quantize included) | raw gather of its bytes (rounded up to 256 B), ms | overhead | vs the bf16 gather | its rows' bc_quantize alone, ms |\n|---|---|---|---|---|---|---|---|\n");
   const int64_t K = 8192;
   const char *fmts[] = { "fp8_e4m3_tensor", "mxfp8_e4m3", "nvfp4" };
   for (int mb = 64; mb <= 256; mb *= 4) {
@@ -127,13 +158,26 @@ static int rank_main(int rank, int W, const char *dir) {
       float q = timed(do_gather, &g, fmts[fi], rank);
       uint64_t sent = 0;
       bc_all_gather_bytes(ctx, f, W, rows, K, BC_ROWWISE, 0, &sent); /* every rank the same count (equal rows: the same for all) */
-      void *s2 = dmalloc(sent), *r2 = dmalloc(sent * (uint64_t)W);
+      /* rounded up to 256 bytes: NCCL's byte gather of a count off a 16-byte multiple is much
+       * slower (on 2 H200s, 128 MiB + 4 bytes took 0.806 ms, 128 MiB 0.548), and bc_all_gather
+       * sends its pieces (data, scales, amax) as aligned gathers of their own */
+      uint64_t sent_al = (sent + 255) / 256 * 256;
+      void *s2 = dmalloc(sent_al), *r2 = dmalloc(sent_al * (uint64_t)W);
       job raw = j;
-      raw.send = s2, raw.recv = r2, raw.bytes = sent;
+      raw.send = s2, raw.recv = r2, raw.bytes = sent_al;
       float rw = timed(do_nccl_gather, &raw, "ncclAllGather of the same bytes", rank);
+      /* the local part alone: this rank's rows quantized into a tensor of their own */
+      bc_qlayout ll;
+      bc_qtensor_layout(ctx, f, M, K, BC_ROWWISE, 0, &ll);
+      void *ld_ = dmalloc(ll.data_bytes), *ls_ = dmalloc(ll.scale_bytes);
+      job lq = g;
+      lq.q = (bc_qtensor){ f, M, K, ld_, ls_, NULL, NULL, am, am + 1, 0, 0, 0, 0 };
+      float qa = timed(do_quantize, &lq, "bc_quantize of the rank's rows", rank);
+      cudaFree(ld_);
+      cudaFree(ls_);
       if (rank == 0)
-        printf("| %d MiB | %s | %.3f | %.0f | %.3f | %+.1f%% | %.2fx |\n", mb, fmts[fi], q, busbw(sent, W, q), rw, 100.0 * (q / rw - 1),
-               bf / q);
+        printf("| %d MiB | %s | %.3f | %.0f | %.3f | %+.1f%% | %.2fx | %.3f |\n", mb, fmts[fi], q, busbw(sent, W, q), rw,
+               100.0 * (q / rw - 1), bf / q, qa);
       fflush(stdout);
       cudaFree(rd);
       cudaFree(rs);
