@@ -10,7 +10,9 @@
  *     scale and per-tensor scale_inv equal the whole weight's; delayed scaling (a given scale)
  *     for the per-tensor formats; for per-tensor and 2D formats (cast rowwise), bc_shard_finish
  *     on the combined rowwise buffers (one call for the list) gives the whole weight's columnwise
- *     data and scales;
+ *     data and scales; the same call again over buffers of all ones shows who wrote what: every
+ *     element's code (a nibble of 4-bit data) written by exactly one rank, whatever the byte
+ *     held, and every block scale by one rank (padding: any number of ranks writing zeros);
  *   - the launches of one call are the same for 10 and for 1000 weights (bc_get_stats);
  *   - argument errors name the weight and what would be right (every rank fails, no one waits). */
 #include <pthread.h>
@@ -170,6 +172,89 @@ static uint64_t last_launches; /* of the last run_list's calls (all ranks) */
 
 static int same_host(const char *what, const uint8_t *a, const uint8_t *b, size_t n) { return first_diff_report(what, a, b, n); }
 
+/* every rank's output buffers filled with `fill`, its amax and scale reset; then the ranks' call */
+static void fill_and_run(rank_arg *a, weight *ws, int n, int W, int fill) {
+  for (int r = 0; r < W; r++)
+    for (int i = 0; i < n; i++) {
+      weight *w = &ws[i];
+      for (int k = 0; k < 4; k++)
+        if (a[r].out[i][k]) CK(cudaMemset(a[r].out[i][k], fill, bytes_of(w, k)));
+      CK(cudaMemset(a[r].amax[i], 0xEE, 4));
+      if (w->given) CK(cudaMemcpy(a[r].scale[i], w->ref_scale, 4, cudaMemcpyDeviceToDevice));
+      else CK(cudaMemset(a[r].scale[i], 0xEE, 4));
+    }
+  CK(cudaDeviceSynchronize());
+  run_ranks(a, W);
+}
+
+/* Who wrote what (buffers first zeroed, then filled with 0xFF, the same call each time): a unit
+ * (a byte; a nibble of 4-bit data) rank r left alone reads 0 after the first run and all ones
+ * after the second; one it wrote reads its value both times. Every unit of the data must have
+ * exactly one writer (the rank holding that element: a shared byte's other nibble untouched),
+ * and a scale entry one writer, or none or several that all write zero (padding). Returns 1 when
+ * that holds; else why says where. */
+static uint64_t units_seen, bytes_split; /* the writers check's reach: units checked, bytes of two ranks' nibbles */
+
+static int writers_ok(const weight *w, int k, int i, int W, uint8_t *const *z, uint8_t *const *o, const uint8_t *want, char *why,
+                      size_t why_len) {
+  static const char *kn[4] = { "rowwise data", "rowwise scales", "columnwise data", "columnwise scales" };
+  const size_t nb = bytes_of(w, k);
+  const int nib = k % 2 == 0 && w->info.element_bits == 4, units = nib ? 2 : 1;
+  for (size_t b = 0; b < nb; b++) {
+    int owner[2] = { -1, -1 };
+    for (int u = 0; u < units; u++) {
+      const int sh = nib ? 4 * u : 0;
+      const unsigned m = nib ? 0xFu : 0xFFu, wv = ((unsigned)want[b] >> sh) & m;
+      int writers = 0, nonzero = 0, first = -1;
+      for (int r = 0; r < W; r++) {
+        const unsigned zv = ((unsigned)z[r][b] >> sh) & m, ov = ((unsigned)o[r][b] >> sh) & m;
+        if (zv == 0 && ov == m) continue; /* untouched */
+        if (zv != ov) {
+          snprintf(why, why_len, "weight %d (%s %lldx%lld) %s byte %zu%s: rank %d wrote %#x over zeros and %#x over ones (a write "
+                   "that depends on what was there)", i, w->info.name, (long long)w->R, (long long)w->C, kn[k], b,
+                   nib ? (u ? " high nibble" : " low nibble") : "", r, zv, ov);
+          return 0;
+        }
+        writers++, nonzero += zv != 0;
+        if (first < 0) first = r;
+      }
+      const int scale = k % 2;
+      if ((!scale && writers != 1) || (scale && ((writers == 0 && wv != 0) || (writers > 1 && nonzero)))) {
+        snprintf(why, why_len, "weight %d (%s %lldx%lld) %s byte %zu%s: %d rank(s) wrote it (first: rank %d), expected %s", i,
+                 w->info.name, (long long)w->R, (long long)w->C, kn[k], b, nib ? (u ? " high nibble" : " low nibble") : "", writers,
+                 first, scale ? "one, or only zeros" : "exactly one (its element's rank)");
+        return 0;
+      }
+      owner[u] = first;
+      units_seen++;
+    }
+    bytes_split += nib && owner[0] != owner[1];
+  }
+  return 1;
+}
+
+/* the writers check itself, on bytes made up on the host: it must pass a byte two ranks share
+ * nibble by nibble and fail a nibble written twice or a write that depends on the old byte */
+static void writers_self_test(void) {
+  weight w;
+  memset(&w, 0, sizeof w);
+  w.info.element_bits = 4;
+  w.info.name = "(made up)";
+  w.R = 1, w.C = 2;
+  w.l[0].data_bytes = 1;
+  char why[512];
+  uint8_t want = 0x53, z0 = 0x03, o0 = 0xF3, z1 = 0x50, o1 = 0x5F;
+  uint8_t *z[2] = { &z0, &z1 }, *o[2] = { &o0, &o1 };
+  ok(writers_ok(&w, 0, 0, 2, z, o, &want, why, sizeof why), "writers check: a byte shared nibble by nibble passes");
+  o1 = 0x50; /* rank 1 also wrote the low nibble (a zero) */
+  int bad = !writers_ok(&w, 0, 0, 2, z, o, &want, why, sizeof why);
+  ok(bad && strstr(why, "low nibble: 2 rank(s)"), "writers check: a nibble written by two ranks fails (%s)", why);
+  o1 = 0x5F, o0 = 0xFF; /* rank 0's low nibble: 3 over zeros, F over ones */
+  bad = !writers_ok(&w, 0, 0, 2, z, o, &want, why, sizeof why);
+  ok(bad && strstr(why, "depends on what was there"), "writers check: a write that depends on the old byte fails (%s)", why);
+  units_seen = bytes_split = 0;
+}
+
 /* one list of n weights over W ranks; returns 1 when every check holds */
 static int run_list(weight *ws, int n, bc_comm **comms, int W, char *why, size_t why_len) {
   rank_arg a[MAXR];
@@ -191,24 +276,20 @@ static int run_list(weight *ws, int n, bc_comm **comms, int W, char *why, size_t
         a[r].out[i][k] = NULL;
         if (!(w->dirs & (1 << (k / 2)))) continue;
         a[r].out[i][k] = dmalloc(bytes_of(w, k));
-        CK(cudaMemset(a[r].out[i][k], 0, bytes_of(w, k)));
       }
       a[r].amax[i] = dmalloc(4);
       a[r].scale[i] = dmalloc(4);
-      CK(cudaMemset(a[r].amax[i], 0xEE, 4));
-      if (w->given) CK(cudaMemcpy(a[r].scale[i], w->ref_scale, 4, cudaMemcpyDeviceToDevice));
-      else CK(cudaMemset(a[r].scale[i], 0xEE, 4));
     }
   }
-  CK(cudaDeviceSynchronize());
   uint8_t *(*fin)[4] = calloc((size_t)n, sizeof *fin); /* the combined buffers of the weights bc_shard_finish completes */
   bc_stats s0, s1;
   bc_get_stats(ctx, &s0);
-  run_ranks(a, W);
+  fill_and_run(a, ws, n, W, 0);
   bc_get_stats(ctx, &s1);
   last_launches = s1.launches - s0.launches;
   int good = 1;
   why[0] = 0;
+  uint8_t *(*z)[4][MAXR] = calloc((size_t)n, sizeof *z); /* each rank's buffers after the run over zeros */
   for (int r = 0; r < W && good; r++)
     if (a[r].status != BC_OK) {
       snprintf(why, why_len, "rank %d: %s", r, a[r].err);
@@ -224,6 +305,8 @@ static int run_list(weight *ws, int n, bc_comm **comms, int W, char *why, size_t
       const int per_tensor_scale = k % 2 && w->info.block == BC_BLOCK_TENSOR;
       for (int r = 0; r < W; r++) {
         CK(cudaMemcpy(one, a[r].out[i][k], nb, cudaMemcpyDeviceToHost));
+        z[i][k][r] = malloc(nb);
+        memcpy(z[i][k][r], one, nb);
         if (per_tensor_scale) { /* every rank writes the group's scale_inv */
           char what[96];
           snprintf(what, sizeof what, "weight %d rank %d scale_inv", i, r);
@@ -267,6 +350,35 @@ static int run_list(weight *ws, int n, bc_comm **comms, int W, char *why, size_t
       }
     }
   }
+  /* the same call over buffers of all ones: every unit has the writers the contract allows */
+  if (good) {
+    fill_and_run(a, ws, n, W, 0xFF);
+    for (int r = 0; r < W && good; r++)
+      if (a[r].status != BC_OK) {
+        snprintf(why, why_len, "rank %d (the run over all ones): %s", r, a[r].err);
+        good = 0;
+      }
+    for (int i = 0; i < n && good; i++) {
+      weight *w = &ws[i];
+      for (int k = 0; k < 4 && good; k++) {
+        if (!(w->dirs & (1 << (k / 2))) || (k % 2 && w->info.block == BC_BLOCK_TENSOR)) continue; /* per-tensor scale_inv: every rank's */
+        size_t nb = bytes_of(w, k);
+        uint8_t *o[MAXR], *want = malloc(nb);
+        CK(cudaMemcpy(want, w->ref[k], nb, cudaMemcpyDeviceToHost));
+        for (int r = 0; r < W; r++) {
+          o[r] = malloc(nb);
+          CK(cudaMemcpy(o[r], a[r].out[i][k], nb, cudaMemcpyDeviceToHost));
+        }
+        good = writers_ok(w, k, i, W, z[i][k], o, want, why, why_len);
+        for (int r = 0; r < W; r++) free(o[r]);
+        free(want);
+      }
+    }
+  }
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < 4; k++)
+      for (int r = 0; r < MAXR; r++) free(z[i][k][r]);
+  free(z);
   /* after the gather: the columnwise copies of per-tensor and 2D formats, one call for the list */
   if (good) {
     bc_qtensor *fq = calloc((size_t)n, sizeof *fq);
@@ -352,6 +464,8 @@ static void exactness(void) {
   }
   for (int k = 0; k < 3; k++)
     for (int r = 0; r < Ws[k]; r++) bc_comm_destroy(comms[k][r]);
+  ok(units_seen > 0 && bytes_split > 0, "the writers check ran: %llu units (bytes, nibbles of 4-bit data), %llu bytes holding two "
+     "ranks' nibbles", (unsigned long long)units_seen, (unsigned long long)bytes_split);
 }
 
 /* the launches of one call do not grow with the number of weights */
@@ -391,6 +505,7 @@ int main(void) {
   gpu_init_or_skip();
   if (bc_ctx_create(&ctx, NULL, 0) != BC_OK) { printf("Bail out! no context\n"); return 1; }
   diag("device: %s", gpu_name());
+  writers_self_test();
   exactness();
   launch_count();
   bc_ctx_destroy(ctx);
