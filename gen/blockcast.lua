@@ -39,8 +39,8 @@ local function host() return assert(rawget(_G, "bc_host"), "bc_host is not set")
 
 -- Families whose kernels also get a list variant (templates/list.cu): one launch runs the kernel
 -- over many tensors, each with its own arguments and grid (runtime/multi/bc_list.c).
-local LIST_FAMILIES = { amax = true, scale = true, quantize = true, dequantize = true, swizzle = true, zero = true, copy = true,
-                        shard = true }
+local LIST_FAMILIES = { amax = true, scale = true, quantize = true, quantize_thin = true, dequantize = true, swizzle = true,
+                        zero = true, copy = true, shard = true }
 
 local function add_kernel(k)
   registry.kernels[k.name] = k
@@ -131,6 +131,19 @@ local function plan_block_format(f)
   local n = f.name
   local ks = {}
   plan_quantize(f, ks, function() return "quantize_block.cu", "quantize_block" end)
+  -- 1D blocks: one direction of a thin tensor (a few rows or columns), one thread per block
+  -- (quantize_thin.cu; the host picks it where the tiles would be mostly empty)
+  if f.block.rows == 1 then
+    for _, dt in ipairs(M.DTYPES) do
+      for _, dir in ipairs({ "row", "col" }) do
+        if f[dir == "row" and "rowwise" or "columnwise"] then
+          ks[#ks + 1] = { name = string.format("bc_quantize_thin_%s__%s__%s", n, dt, dir), family = "quantize_thin", dtype = dt,
+                          dir = dir, rowwise = dir == "row", columnwise = dir == "col", format = f,
+                          template = "quantize_thin.cu", tuning = "dequantize_block" }
+        end
+      end
+    end
+  end
   -- nan_policy "scale_nan": block amaxes that keep NaN need max.NaN (sm_80)
   if f.nan_policy == "scale_nan" then
     for _, k in ipairs(ks) do k.min_sm = 80 end
@@ -849,7 +862,7 @@ function M.generate(name, arch)
     d("BC_DTYPE_T", DTYPE_CTYPE[k.dtype])
     d("BC_DTYPE_SIZE", render.cint(DTYPE_SIZE[k.dtype]))
   end
-  if k.family == "quantize" then
+  if k.family == "quantize" or k.family == "quantize_thin" then
     d("BC_ROWWISE", k.rowwise and "1" or "0")
     d("BC_COLUMNWISE", k.columnwise and "1" or "0")
   end

@@ -84,21 +84,6 @@
 #error "tile does not hold whole blocks, loads or column tasks (gen/blockcast.lua: block_tile, block_col_rows)"
 #endif
 
-// Block amaxes ignore NaN as fmaxf does; under nan_policy "scale_nan" (BC_NAN_SCALE) a NaN
-// propagates to its block's amax, whose scale entry becomes the scale type's NaN code.
-#if BC_NAN_SCALE && BC_ARCH < 80
-#error "nan_policy \"scale_nan\" needs sm_80 or newer (max.NaN)"
-#endif
-static __device__ __forceinline__ float bc_bmax(float a, float b) {
-#if BC_NAN_SCALE
-  float r;
-  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
-  return r;
-#else
-  return fmaxf(a, b);
-#endif
-}
-
 // ---- two adjacent input elements of one row (a column pair), as raw bits
 #if BC_S == 4
 typedef uint2 bc_pw;
@@ -270,15 +255,6 @@ static __device__ __forceinline__ u32 bc_encode_one(float v, int sr, bc_rng &rng
   if (sr) return bc_encode_sr_t<bc_elem>(v, rng.bits(e));
 #endif
   return bc_encode1(v);
-}
-
-static __device__ __forceinline__ void bc_write_scale(void *scale, const bc_sl &sl, i64 r, i64 c, u32 stored) {
-  const i64 off = bc_sl_offset(sl, r, c);
-#if BC_SCALE_BYTES == 4
-  ((u32 *)scale)[off] = stored;
-#else
-  ((u8 *)scale)[off] = (u8)stored;
-#endif
 }
 
 // Store n = RUN * bits / 8 bytes of codes at dst: 16-byte stores when `vec` (8-byte ones for 24

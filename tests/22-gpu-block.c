@@ -337,10 +337,15 @@ int main(void) {
   const int nf = (int)(sizeof fmts / sizeof *fmts);
   /* shapes: the issue's list, and one with rows shorter than 8 elements; sub-byte formats need rows
    * (transposed columnwise) and cols that are whole packing groups: 2 elements (4-bit), 4 (6-bit) */
-  int64_t shapes8[][2] = { { 1, 1 }, { 33, 65 }, { 127, 129 }, { 256, 512 }, { 4096, 4096 }, { 8191, 8193 }, { 5, 3 } };
-  int64_t shapes4[][2] = { { 2, 2 }, { 34, 66 }, { 126, 130 }, { 256, 512 }, { 4096, 4096 }, { 8190, 8194 }, { 6, 2 } };
-  int64_t shapes6[][2] = { { 4, 4 }, { 36, 68 }, { 124, 132 }, { 256, 512 }, { 4096, 4096 }, { 8188, 8196 }, { 12, 4 } };
-  const int ns = 7; /* the last: rows shorter than a slot of 8 (a flat slot spans several rows) */
+  int64_t shapes8[][2] = { { 1, 1 }, { 33, 65 }, { 127, 129 }, { 256, 512 }, { 4096, 4096 }, { 8191, 8193 }, { 5, 3 },
+                           { 4096, 1 }, { 1, 4096 }, { 3001, 5 }, { 7, 2001 } };
+  int64_t shapes4[][2] = { { 2, 2 }, { 34, 66 }, { 126, 130 }, { 256, 512 }, { 4096, 4096 }, { 8190, 8194 }, { 6, 2 },
+                           { 4096, 2 }, { 2, 4096 }, { 3002, 6 }, { 8, 2002 } };
+  int64_t shapes6[][2] = { { 4, 4 }, { 36, 68 }, { 124, 132 }, { 256, 512 }, { 4096, 4096 }, { 8188, 8196 }, { 12, 4 },
+                           { 4096, 4 }, { 4, 4096 }, { 3004, 8 }, { 8, 2004 } };
+  /* 6: rows shorter than a slot of 8 (a flat slot spans several rows); 7-10: thin tensors (a few
+   * rows or columns: 1D-block formats quantize them with quantize_thin.cu, one thread per block) */
+  const int ns = 11;
   /* BC_TEST_FORMATS=a,b (to split the tier over processes): only those formats; the tests after
    * the per-format loop (NVFP4 stochastic rounding, tuning override, FLOOR spec) with nvfp4 */
   const char *only = getenv("BC_TEST_FORMATS");

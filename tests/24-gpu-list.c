@@ -58,6 +58,7 @@ static void pick_shape(tcase *t, int small, int pack) {
   else if (k == 1) t->rows = 1, t->cols = 1;
   else if (k == 2 && !small) t->rows = urand(500, 1500), t->cols = urand(500, 1500);
   else if (k == 3) t->rows = urand(1, 4), t->cols = urand(1, 600);
+  else if (k == 4) t->rows = urand(200, small ? 600 : 3000), t->cols = urand(1, 6); /* thin: quantize_thin.cu for 1D blocks */
   else t->rows = urand(1, small ? 80 : 300), t->cols = urand(1, small ? 80 : 300);
   t->rows = round_up(t->rows, pack);
   t->cols = round_up(t->cols, pack);
@@ -243,8 +244,10 @@ static void run_list(const bc_format *f, int64_t n) {
   /* launches: per (stage, kernel); kernels: dtype x direction variants (x vec/elems) */
   /* (stage, kernel, shared memory) groups. per-tensor: zero, amax x 3 dtypes, scale, cast x 3
    * dtypes x (row, row_elems at stage 3 or 4, col, rowcol); NVFP4: zero, amax x 3, cast x 3 x 3
-   * x (rows aligned or staged); other block formats: cast x 3 x 3 x 2 */
-  unsigned bound = tensor ? 1 + 3 + 1 + 15 : fi.two_level ? 1 + 3 + 18 : 18;
+   * x (rows aligned or staged); other block formats: cast x 3 x 3 x 2; 1D blocks also the thin
+   * kernel x 3 dtypes x (row, col) */
+  const unsigned thin = fi.block == BC_BLOCK_1D ? 6 : 0;
+  unsigned bound = tensor ? 1 + 3 + 1 + 15 : (fi.two_level ? 1 + 3 + 18 : 18) + thin;
   ok(nl <= bound, "%s: %llu launches for the list (at most %u whatever n)", tag, (unsigned long long)nl, bound);
 
   /* quantize with the given scale (per-tensor), global amax (NVFP4), else the same */

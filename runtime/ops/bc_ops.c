@@ -235,6 +235,34 @@ static bc_status block_dir(bc_ctx *ctx, const char *fn, const bc_qtensor *q, bc_
   return BC_OK;
 }
 
+/* One direction of a thin tensor (templates/quantize_thin.cu): a team of lanes per block of the
+ * view (a power of two, about as many as a block holds packing groups, at most 32: one lane for
+ * the one-element blocks of a [4096, 1] tensor's rows), then the direction's scale padding, up to
+ * 32 entries a thread; grid-stride. */
+static bc_status thin_launch(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, int64_t ld, const bc_qtensor *q, bc_direction dir,
+                             const bci_geom *g, void *stream) {
+  const bc_format *f = q->format;
+  const int row = dir == BC_ROWWISE;
+  const bci_kernel *k;
+  bc_status s = bci_kernel_getf(ctx, &k, "bc_quantize_thin_%s__%s__%s", f->name, bc_dtype_name(x->dtype), row ? "row" : "col");
+  if (s != BC_OK) return s;
+  int64_t rows = x->rows, cols = x->cols, vrows = row ? rows : cols, vcols = row ? cols : rows;
+  int64_t tb = f->block_cols, ge = f->pack_group_elems > 0 ? f->pack_group_elems : 1; /* 1 x N rowwise, N x 1 columnwise */
+  int64_t groups = ((vcols < tb ? vcols : tb) + ge - 1) / ge;
+  int tl = 1;
+  while (tl < 32 && tl < groups) tl *= 2;
+  int64_t nblocks = vrows * ((vcols + tb - 1) / tb), npad = sl_pad_count(&g->sl);
+  int64_t work = nblocks * tl > (npad + 31) / 32 ? nblocks * tl : (npad + 31) / 32, threads = k->launch.threads;
+  int64_t blocks = (work + threads - 1) / threads;
+  if (blocks > 65536) blocks = 65536;
+  const void *in = x->data;
+  const float *gamax = q->amax;
+  void *data = row ? q->rowwise_data : q->columnwise_data, *scale = row ? q->rowwise_scale_inv : q->columnwise_scale_inv;
+  bci_arg args[] = { BCI_ARG(in), BCI_ARG(rows), BCI_ARG(cols), BCI_ARG(ld), BCI_ARG(gamax), BCI_ARG(data), BCI_ARG(scale),
+                     BCI_ARG(g->sl), BCI_ARG(nblocks), BCI_ARG(tl) };
+  return bci_run(ctx, sink, k, (unsigned)blocks, 1, 1, (unsigned)threads, 0, stream, args, 10);
+}
+
 static bc_status block_cast_launch(bc_ctx *ctx, bci_sink *sink, const char *fn, const bc_tensor *x, int64_t ld, bc_qtensor *q,
                                    void *stream) {
   const bc_format *f = q->format;
@@ -262,6 +290,19 @@ static bc_status block_cast_launch(bc_ctx *ctx, bci_sink *sink, const char *fn, 
                                           : bci_aligned(q->columnwise_data, 2) && (cols * bits / 8) % 2 == 0);
   int64_t tiles_x = (cols + L->tile_cols - 1) / L->tile_cols;
   int64_t tiles = tiles_x * ((rows + L->tile_rows - 1) / L->tile_rows);
+  /* A tensor of 1D blocks that fills less than an eighth of its tiles (a few rows or columns: a
+   * [4096, 1] bias, a [1, 4096] row) goes to quantize_thin.cu, one thread per block: the tiles
+   * would each cost a whole tile's work for a few elements. Its directions are independent
+   * launches (in a list, of the same stage). Stochastic rounding stays on the tile kernel. */
+  if (f->block == BC_BLOCK_1D && !q->stochastic_rounding && rows > 0 && cols > 0 &&
+      rows * cols * 8 < tiles * L->tile_rows * L->tile_cols) {
+    if (q->rowwise_data) s = thin_launch(ctx, sink, x, ld, q, BC_ROWWISE, &gr, stream);
+    if (s == BC_OK && q->columnwise_data) {
+      if (sink && q->rowwise_data) sink->stage--;
+      s = thin_launch(ctx, sink, x, ld, q, BC_COLUMNWISE, &gc, stream);
+    }
+    return s;
+  }
   int64_t npad = sl_pad_count(&gr.sl) > sl_pad_count(&gc.sl) ? sl_pad_count(&gr.sl) : sl_pad_count(&gc.sl);
   /* blocks past the tiles zero the scale padding (grid-stride): one entry a thread; in a list,
    * up to 32 (a skinny tensor's padding, e.g. [4096, 1] MXFP8 rowwise: 12288 entries, would

@@ -863,6 +863,31 @@ static __device__ __forceinline__ float bc_e8m0_dec(u32 e) {
 }
 
 #ifdef BC_BLOCK_FORMAT
+// Block amaxes ignore NaN as fmaxf does; under nan_policy "scale_nan" (BC_NAN_SCALE) a NaN
+// propagates to its block's amax, whose scale entry becomes the scale type's NaN code.
+#if BC_NAN_SCALE && BC_ARCH < 80
+#error "nan_policy \"scale_nan\" needs sm_80 or newer (max.NaN)"
+#endif
+static __device__ __forceinline__ float bc_bmax(float a, float b) {
+#if BC_NAN_SCALE
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+#else
+  return fmaxf(a, b);
+#endif
+}
+
+// Scale entry (r, c) of layout sl (a block-format scale: fp32 bits, or a one-byte code).
+static __device__ __forceinline__ void bc_write_scale(void *scale, const bc_sl &sl, i64 r, i64 c, u32 stored) {
+  const i64 off = bc_sl_offset(sl, r, c);
+#if BC_SCALE_BYTES == 4
+  ((u32 *)scale)[off] = stored;
+#else
+  ((u8 *)scale)[off] = (u8)stored;
+#endif
+}
+
 // The scale of one block from its amax: `enc` multiplies the inputs before the conversion;
 // `stored` is the scale_inv entry (fp32 bits, or an e8m0 / scale-element code).
 struct bc_bscale {
