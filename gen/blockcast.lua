@@ -131,7 +131,7 @@ local function plan_block_format(f)
   local n = f.name
   local ks = {}
   plan_quantize(f, ks, function() return "quantize_block.cu", "quantize_block" end)
-  -- 1D blocks: one direction of a thin tensor (a few rows or columns), one thread per block
+  -- 1D blocks: one direction of a thin tensor (a few rows or columns), a team of lanes per block
   -- (quantize_thin.cu; the host picks it where the tiles would be mostly empty)
   if f.block.rows == 1 then
     for _, dt in ipairs(M.DTYPES) do

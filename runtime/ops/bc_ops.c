@@ -291,9 +291,9 @@ static bc_status block_cast_launch(bc_ctx *ctx, bci_sink *sink, const char *fn, 
   int64_t tiles_x = (cols + L->tile_cols - 1) / L->tile_cols;
   int64_t tiles = tiles_x * ((rows + L->tile_rows - 1) / L->tile_rows);
   /* A tensor of 1D blocks that fills less than an eighth of its tiles (a few rows or columns: a
-   * [4096, 1] bias, a [1, 4096] row) goes to quantize_thin.cu, one thread per block: the tiles
-   * would each cost a whole tile's work for a few elements. Its directions are independent
-   * launches (in a list, of the same stage). Stochastic rounding stays on the tile kernel. */
+   * [4096, 1] bias, a [1, 4096] row) goes to quantize_thin.cu (thin_launch): the tiles would each
+   * cost a whole tile's work for a few elements. Its directions are independent launches (in a
+   * list, recorded at the same stage). Stochastic rounding stays on the tile kernel. */
   if (f->block == BC_BLOCK_1D && !q->stochastic_rounding && rows > 0 && cols > 0 &&
       rows * cols * 8 < tiles * L->tile_rows * L->tile_cols) {
     if (q->rowwise_data) s = thin_launch(ctx, sink, x, ld, q, BC_ROWWISE, &gr, stream);
