@@ -250,8 +250,10 @@ local TUNING_SCHEMA = {
 -- quantize_block_2d (optional): block quantize kernels of formats with 2D blocks of 64 rows or more
 -- (their tiles are that tall, with 2D amaxes); quantize_block_4bit_row / _col (optional): block
 -- quantize kernels of 4-bit elements from 16-bit inputs writing one direction only (fp32 inputs
--- need more registers). quantize_block's values serve where one is absent.
-local OPTIONAL_FAMILIES = { quantize_block_2d = true, quantize_block_4bit_row = true, quantize_block_4bit_col = true }
+-- need more registers). quantize_block's values serve where one is absent. quantize_thin
+-- (optional): the thin-tensor kernels (quantize_thin.cu); dequantize_block's values serve where absent.
+local OPTIONAL_FAMILIES = { quantize_block_2d = true, quantize_block_4bit_row = true, quantize_block_4bit_col = true,
+                            quantize_thin = true }
 local TUNING_PARAMS = {
   threads = { type = "integer", required = true, min = 32, max = 1024 },
   unroll = { type = "integer", min = 1, max = 16 },
@@ -263,7 +265,7 @@ local TUNING_PARAMS = {
   store_cs = { type = "boolean" },
 }
 local TUNING_FAMILIES = { "amax", "quantize_row", "quantize_tile", "dequantize", "quantize_block", "dequantize_block",
-                          "quantize_block_2d", "quantize_block_4bit_row", "quantize_block_4bit_col" }
+                          "quantize_block_2d", "quantize_block_4bit_row", "quantize_block_4bit_col", "quantize_thin" }
 for _, fam in ipairs(TUNING_FAMILIES) do
   TUNING_SCHEMA.fields[fam] = { type = "table", required = not OPTIONAL_FAMILIES[fam], fields = TUNING_PARAMS }
 end
@@ -499,6 +501,8 @@ local function tuning_entry(k, tune)
   elseif k.template == "quantize_block.cu" and k.format.elem.bits == 4 and k.dir ~= "rowcol"
          and DTYPE_SIZE[k.dtype] == 2 and tune["quantize_block_4bit_" .. k.dir] then
     return tune["quantize_block_4bit_" .. k.dir], "quantize_block_4bit_" .. k.dir
+  elseif k.template == "quantize_thin.cu" and tune.quantize_thin then
+    return tune.quantize_thin, "quantize_thin"
   end
   return tune[k.tuning], k.tuning
 end
