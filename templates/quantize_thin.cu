@@ -39,7 +39,7 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
   for (i64 base = warp_team0; base < nblocks; base += teams) {
     const i64 b = base + wl / tl;
     const bool live = b < nblocks;
-    const i64 v = live ? b / bpr : 0, u0 = live ? (b % bpr) * BC_TB : vcols;
+    const i64 v = !live ? 0 : bpr == 1 ? b : b / bpr, u0 = !live ? vcols : bpr == 1 ? 0 : (b % bpr) * BC_TB;
     const int n = vcols - u0 < BC_TB ? (int)(vcols - u0) : BC_TB;  // the block's elements (0: no block)
     // element u of view row v: tensor (v, u) rowwise, (u, v) columnwise
     const BC_DTYPE_T *p = BC_ROWWISE ? in + v * ld + u0 : in + u0 * ld + v;

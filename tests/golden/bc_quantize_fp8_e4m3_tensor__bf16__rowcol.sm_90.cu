@@ -801,21 +801,49 @@ static __device__ __forceinline__ i64 bc_sl_offset(const bc_sl &sl, i64 r, i64 c
   return (r >> 7) * (sl.pcols >> 2) * 512 + (c >> 2) * 512 + (r & 31) * 16 + ((r & 127) >> 5) * 4 + (c & 3);
 }
 
+// a / b and a % b (a >= 0, b > 0) in 32-bit arithmetic where both fit (a 64-bit division is a
+// long call sequence; these run once per scale-padding entry)
+static __device__ __forceinline__ void bc_divmod(i64 a, i64 b, i64 &q, i64 &r) {
+  if (((u64)a | (u64)b) < 0x100000000ull) {
+    const u32 q32 = (u32)a / (u32)b;
+    q = q32;
+    r = (i64)((u32)a - q32 * (u32)b);
+  } else {
+    q = a / b;
+    r = a % b;
+  }
+}
+
 // Zero the i-th padding entry of a scale layout (i < bc_sl_pad_count); entries are `bytes` wide.
+// Compact layouts are stored row-major, [prows, pcols] (order 0) or [pcols, prows] (order 1),
+// the valid entries in the top-left corner: the padding is the stored rows past the valid ones (a
+// contiguous tail: no division) and, first, the padding columns of the valid stored rows. The
+// 128x4 swizzle (order 2): whole padding rows first, then the padding columns of the valid rows.
 static __device__ __forceinline__ i64 bc_sl_pad_count(const bc_sl &sl) { return sl.prows * sl.pcols - sl.lrows * sl.lcols; }
 static __device__ __forceinline__ void bc_sl_pad_zero(const bc_sl &sl, void *scale, int bytes, i64 i) {
-  i64 below = (sl.prows - sl.lrows) * sl.pcols;  // whole padding rows first
-  i64 r, c;
-  if (i < below) {
-    r = sl.lrows + i / sl.pcols;
-    c = i % sl.pcols;
+  i64 off;
+  if (sl.order != 2) {
+    const i64 vs = sl.order == 0 ? sl.lrows : sl.lcols, vt = sl.order == 0 ? sl.lcols : sl.lrows;  // valid stored rows, cols
+    const i64 w = sl.ld - vt, side = vs * w;  // the padding columns of the valid stored rows
+    if (i >= side) {
+      off = vs * sl.ld + (i - side);
+    } else {
+      i64 r, c;
+      bc_divmod(i, w, r, c);
+      off = r * sl.ld + vt + c;
+    }
   } else {
-    i -= below;
-    i64 w = sl.pcols - sl.lcols;
-    r = i / w;
-    c = sl.lcols + i % w;
+    const i64 below = (sl.prows - sl.lrows) * sl.pcols;  // whole padding rows first
+    i64 r, c;
+    if (i < below) {
+      bc_divmod(i, sl.pcols, r, c);
+      r += sl.lrows;
+    } else {
+      bc_divmod(i - below, sl.pcols - sl.lcols, r, c);
+      c += sl.lcols;
+    }
+    off = bc_sl_offset(sl, r, c);
   }
-  i64 off = bc_sl_offset(sl, r, c);
   if (bytes == 4) ((u32 *)scale)[off] = 0u; else ((u8 *)scale)[off] = 0u;
 }
 
