@@ -73,6 +73,31 @@ static void fill_kind(void *h, bc_dtype dt, size_t n, int kind) {
 
 /* one quantize (+ dequantize) case; returns 1 when bit-exact. g_out (optional) gets the device
  * results of the rowwise side for cross-run comparisons. */
+/* Which kernel a shape takes, seen in the launch count (bc_get_stats): a thin tensor's two
+ * directions are two launches of quantize_thin.cu, a filled tensor's both one tile launch (the
+ * exactness of both is run_case's). */
+static uint64_t launches_of_quantize(const bc_format *f, int64_t rows, int64_t cols) {
+  side r, c;
+  side_alloc(f, rows, cols, BC_ROWWISE, 0, &r);
+  side_alloc(f, rows, cols, BC_COLUMNWISE, 0, &c);
+  void *in = dmalloc((size_t)(rows * cols) * 2);
+  CK(cudaMemset(in, 0x3C, (size_t)(rows * cols) * 2));
+  float *am = dmalloc(8);
+  bc_tensor x = { in, BC_BF16, rows, cols, 0 };
+  bc_qtensor q = { f, rows, cols, r.d_data, r.d_scale, c.d_data, c.d_scale, am, am + 1, 0, 0, 0, 0 };
+  bc_stats s0, s1;
+  bc_get_stats(ctx, &s0);
+  bc_status st = bc_quantize(ctx, &x, &q, NULL);
+  CK(cudaDeviceSynchronize());
+  bc_get_stats(ctx, &s1);
+  if (st != BC_OK) diag("  bc_quantize [%lld, %lld]: %s", (long long)rows, (long long)cols, bc_last_error(ctx));
+  side_free(&r);
+  side_free(&c);
+  cudaFree(in);
+  cudaFree(am);
+  return st == BC_OK ? s1.launches - s0.launches : 0;
+}
+
 static int run_case(const bc_format *f, bc_dtype dt, int64_t rows, int64_t cols, int dirs, opts o, const char *tag) {
   size_t es = bc_dtype_size(dt), n = (size_t)(rows * cols);
   void *h_in = malloc(n * es);
@@ -403,6 +428,12 @@ int main(void) {
     }
     swizzle_case(f, 300, 520, BC_ROWWISE);
     swizzle_case(f, 300, 520, BC_COLUMNWISE);
+    if (info.block == BC_BLOCK_1D && info.has_rowwise && info.has_columnwise) {
+      const int64_t pk = info.element_pack;
+      uint64_t thin = launches_of_quantize(f, 4096, pk), filled = launches_of_quantize(f, 256, 512);
+      ok(thin > 0 && filled > 0 && thin == filled + 1, "%s: [4096, %lld] both directions takes quantize_thin.cu (%llu launches, one "
+         "more than a filled [256, 512]'s %llu)", info.name, (long long)pk, (unsigned long long)thin, (unsigned long long)filled);
+    }
     /* a shape the format cannot hold */
     if (info.element_pack > 1) {
       bc_qlayout l;

@@ -895,6 +895,27 @@ int main(void) {
     }
     for (int r = 0; r < 4; r++) bc_comm_destroy(comms[r]);
   }
+  /* block scales gathered in place skip the placing kernel: with each rank's rows a 128-row
+   * band, one launch fewer per rank than the same gather with rows off the bands (both exact) */
+  {
+    bc_comm *comms[2];
+    bc_comm_create_local(ctx, 2, comms);
+    gcase band = { .dt = BC_BF16, .K = 256, .W = 2, .rows = { 128, 128 }, .dirs = 1, .split = "128-row bands" };
+    bc_format_get(ctx, "mxfp8_e4m3", &band.f);
+    bc_format_get_info(ctx, band.f, &band.info);
+    gcase off = band;
+    off.rows[0] = 130, off.rows[1] = 126, off.split = "rows off the bands";
+    bc_stats s0, s1, s2;
+    bc_get_stats(ctx, &s0);
+    int g1 = gather_case(&band, comms, 0, "(launches counted)");
+    bc_get_stats(ctx, &s1);
+    int g2 = gather_case(&off, comms, 0, "(launches counted)");
+    bc_get_stats(ctx, &s2);
+    uint64_t lb = s1.launches - s0.launches, lo = s2.launches - s1.launches;
+    ok(g1 && g2 && lo == lb + 2, "mxfp8 rowwise gather on 2 ranks: %llu launches with 128-row bands (scales in place), %llu with "
+       "rows 130 + 126 (scales placed: one more per rank)", (unsigned long long)lb, (unsigned long long)lo);
+    for (int r = 0; r < 2; r++) bc_comm_destroy(comms[r]);
+  }
   two_groups("fp8_e4m3_tensor");
   two_groups("nvfp4");
   two_groups("fp8_block_128x128");
