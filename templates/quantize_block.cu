@@ -4,7 +4,9 @@
 // 2D block when BC_2D), the element (BC_ELEM_*, 8, 6 or 4 bits) and its packing (BC_PACK_*,
 // common.cuh: bc_code_pos), the scale rule
 // (BC_RULE, bc_block_scale), the columnwise data layout (BC_COL_TRANSPOSED) and the scale
-// layouts (bc_sl, from the host).
+// layouts (bc_sl, from the host). Stored columnwise data rows are col_ld bytes apart (the dense
+// row, or a wider buffer's: the sharded cast writes a band of rows of the whole weight's
+// transposed data in place); the scale layouts likewise carry their own ld.
 //
 // One CUDA block per BC_TR x BC_TC tile (whole blocks of every direction written):
 //   load   the tile into shared memory as raw input bits (16-byte vectors when the tile is whole
@@ -360,7 +362,7 @@ static __device__ __forceinline__ void bc_stage_words(u8 *st, int at, const u32 
 extern "C" __global__ void __launch_bounds__(BC_THREADS, BC_MIN_BLOCKS)
 ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const float *__restrict__ global_amax,
           u8 *__restrict__ row_data, void *__restrict__ row_scale, bc_sl row_sl,
-          u8 *__restrict__ col_data, void *__restrict__ col_scale, bc_sl col_sl,
+          u8 *__restrict__ col_data, void *__restrict__ col_scale, bc_sl col_sl, i64 col_ld,
           u64 sr_seed, u64 sr_offset, int sr, int vec_in, int vec_row, int vec_col, i64 tiles_x, i64 tiles) {
   extern __shared__ __align__(16) u8 bc_smem[];
   u8 *tile = bc_smem;
@@ -713,9 +715,9 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
     __syncthreads();
     u8 *codes = bc_smem;
     const i64 out_row_bytes = rows * BC_ELEM_BITS / 8;
-    // output row (tile column) j of the tile: its destination and valid bytes
+    // output row (tile column) j of the tile: its destination (rows col_ld bytes apart) and valid bytes
     auto out_row = [&](int j, u8 *&dst, i64 &len) {
-      dst = col_data + (c0 + j) * out_row_bytes + r0 * BC_ELEM_BITS / 8;
+      dst = col_data + (c0 + j) * col_ld + r0 * BC_ELEM_BITS / 8;
       len = c0 + j < cols ? out_row_bytes - r0 * BC_ELEM_BITS / 8 : 0;
       if (len > BC_OB) len = BC_OB;
     };
@@ -735,7 +737,7 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
     if (tlive && c < cols && r < rows) {
       // rows r .. of the [rows, cols] output: the codes of columns c, c + 1 side by side, one
       // word per row; a task wholly inside (and 2-byte aligned for 8 bits) stores without checks
-      const i64 row_bytes = cols * BC_ELEM_BITS / 8;
+      const i64 row_bytes = col_ld;
       u8 *dst = col_data + r * row_bytes + c * BC_ELEM_BITS / 8;
       const bool pair = c + 1 < cols;
       const bool fast = pair && r + BC_CH <= rows && (BC_ELEM_BITS == 4 || vec_col) && !sr;

@@ -10,6 +10,7 @@
 // grid-stride, a warp's lanes in step (the loop bound is the warp's); then the threads zero the
 // direction's scale padding. Round to nearest only: the host sends stochastic rounding, 2D blocks
 // and tensors that fill their tiles to quantize_block.cu (runtime/ops/bc_ops.c: block_cast_launch).
+// Stored data rows are dld bytes apart (the dense row, or a wider buffer's: see quantize_block.cu).
 
 #if BC_2D || BC_ROWWISE == BC_COLUMNWISE
 #error "quantize_thin: one direction of a format with 1D blocks"
@@ -27,7 +28,7 @@
 
 extern "C" __global__ void __launch_bounds__(BC_THREADS)
 ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const float *__restrict__ global_amax,
-          u8 *__restrict__ data, void *__restrict__ scale, bc_sl sl, i64 nblocks, int tl) {
+          u8 *__restrict__ data, i64 dld, void *__restrict__ scale, bc_sl sl, i64 nblocks, int tl) {
   const i64 vcols = BC_ROWWISE ? cols : rows;
   const i64 bpr = (vcols + BC_TB - 1) / BC_TB;  // blocks per view row
   const i64 tid = (i64)BC_BID.x * BC_THREADS + threadIdx.x, nthreads = (i64)BC_GDIM.x * BC_THREADS;
@@ -59,11 +60,11 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
 #pragma unroll
       for (int k = 0; k < BC_PACK_GE; k++) w |= bc_encode1(__fmul_rn(bc_load_hp(p, (g + k) * step), s.enc)) << bc_code_pos(k);
       if (BC_DATA_VIEW) {
-        u8 *o = data + v * (vcols * BC_ELEM_BITS / 8) + (u0 + g) / BC_PACK_GE * BC_PACK_GB;
+        u8 *o = data + v * dld + (u0 + g) / BC_PACK_GE * BC_PACK_GB;
 #pragma unroll
         for (int i = 0; i < BC_PACK_GB; i++) o[i] = (u8)(w >> (8 * i));
       } else {
-        data[(u0 + g) * cols + v] = (u8)w;
+        data[(u0 + g) * dld + v] = (u8)w;
       }
     }
   }

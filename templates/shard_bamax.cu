@@ -35,11 +35,13 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 s, i64 e, i64 rows, i64 cols, i
       const i64 c = t - (slot ? cols : 0);
       const i64 b = slot ? band1 : band0;
       const i64 lo = b + ch * 8, hi = valid ? min(min(lo + 8, b + bh), rows) : lo;
+      // the chunk's up to 8 rows unrolled: their loads in flight together (a rolled loop
+      // waited on each load in turn: 46 us for 35 MB of 128-row bands on the H200)
       float m = 0.0f;
-#pragma unroll 1
-      for (i64 r = lo; r < hi; r++) {
-        const i64 f = r * cols + c;
-        if (f >= s && f < e) m = fmaxf(m, fabsf(bc_load_hp(in, f - s)));
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        const i64 f = (lo + k) * cols + c;
+        if (lo + k < hi && f >= s && f < e) m = fmaxf(m, fabsf(bc_load_hp(in, f - s)));
       }
       const i64 key = valid ? slot * nbc + c / bw : -1 - lane;
 #pragma unroll

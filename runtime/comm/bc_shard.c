@@ -11,9 +11,12 @@
  * weight. ONE all-reduce MAX of the whole vector (zeros elsewhere) gives every rank the others'
  * parts. Then, per weight:
  *   interior   rows [A, B) the rank holds whole, aligned to every pass's band height: quantized
- *              straight from the shard, both directions in one read, rowwise data (and MXFP8's
- *              untransposed columnwise data) written in place; scales and transposed data into
- *              a workspace and placed (templates/shard_place.cu);
+ *              straight from the shard, both directions in one read, everything written in
+ *              place (all its blocks are the rank's): rowwise data (and MXFP8's untransposed
+ *              columnwise data) as rows of the weight's, transposed columnwise data as a band
+ *              of the weight's [C, R] rows (the kernel's row spacing), compact block scales as
+ *              a window of the weight's layout; swizzled scales into a workspace and placed
+ *              (templates/shard_place.cu);
  *   slabs      per pass the band-aligned rows around the shard's first and last rows: staged as
  *              the shard's elements with zeros around them and, at one element of each cut
  *              block the rank does not hold, the block's amax over all ranks
@@ -42,7 +45,7 @@ typedef struct pass {
   size_t tab;           /* this pass's table in the vector (floats): ids [W][2][3], then amx [W][2][nbc] */
   int64_t r0[2], nr[2]; /* the slabs (nr 0: none) */
   size_t hp[2], td[2], ts[2]; /* workspace: staged slab, its quantized data and scales */
-  size_t itd, its;      /* workspace: the interior's data (transposed columnwise) and scales */
+  size_t its;           /* workspace: the interior's scales, when swizzled (else written in place) */
   bci_sl sl[2], isl;    /* the compact scale layouts of the slabs' and the interior's quantized rows */
 } pass;
 
@@ -189,8 +192,7 @@ static bc_status plan_regions(bc_ctx *ctx, int64_t i, const bc_shard *sh, wplan 
       bci_geom tg;
       bc_status st = bci_geom_get(ctx, FN, w->f, w->B - w->A, C, p->dir, 0, &tg);
       if (st != BC_OK) return bci_fail_entry(ctx, st, FN, "weight", i);
-      if (d == 1 && tg.data_is_view) p->itd = *bytes, *bytes += align256(tg.data_bytes);
-      if (w->f->block != BC_BLOCK_TENSOR) p->its = *bytes, *bytes += align256(tg.scale_bytes);
+      if (w->f->block != BC_BLOCK_TENSOR && p->g.sl.order == 2) p->its = *bytes, *bytes += align256(tg.scale_bytes);
       p->isl = tg.sl;
     }
   }
@@ -232,8 +234,10 @@ static bc_status rec_stage(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const w
   bci_arg args[] = { BCI_ARG(in), BCI_ARG(s0), BCI_ARG(e), BCI_ARG(R), BCI_ARG(C), BCI_ARG(r0), BCI_ARG(nr), BCI_ARG(bh),
                      BCI_ARG(bw), BCI_ARG(nbc), BCI_ARG(ids), BCI_ARG(amx), BCI_ARG(nslots), BCI_ARG(out) };
   unsigned t = (unsigned)kk->launch.threads;
-  unsigned gy = (unsigned)(nr < 65535 ? nr : 65535);
-  return bci_run(ctx, k, kk, grid(C, t), gy, 1, t, 0, stream, args, 14);
+  /* 4 slab rows a thread (one a thread: 13,440 short blocks, 46 us for fp8_block_1x128 both in
+   * bench_shard on the H200) */
+  int64_t gy = cdiv(nr, 4);
+  return bci_run(ctx, k, kk, grid(C, t), (unsigned)(gy < 65535 ? gy : 65535), 1, t, 0, stream, args, 14);
 }
 
 /* the rank's codes (do_data) and block scales of the quantized region rows [r0, r0 + nr): one
@@ -241,7 +245,7 @@ static bc_status rec_stage(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const w
 static bc_status rec_place(bc_ctx *ctx, bci_sink *k, const wplan *w, const pass *p, int64_t r0, int64_t nr, bci_sl tsl,
                            const void *tdata, void *ddata, int do_data, const void *tscale, void *dscale, void *stream) {
   const bc_format *f = w->f;
-  int sbytes = f->block == BC_BLOCK_TENSOR ? 0 : f->scale_bytes;
+  int sbytes = f->block == BC_BLOCK_TENSOR || !tscale ? 0 : f->scale_bytes;
   if (!do_data && !sbytes) return BC_OK;
   bc_status s;
   const bci_kernel *kk;
@@ -268,16 +272,32 @@ static bc_status rec_place(bc_ctx *ctx, bci_sink *k, const wplan *w, const pass 
 
 static uint8_t *at_bytes(void *p, size_t off) { return (uint8_t *)p + off; }
 
-/* the quantize of rows [r0, r0 + nr) of a weight from x (those rows, dense) into q's layout */
+/* the quantize of rows [r0, r0 + nr) of a weight from x (those rows, dense) into q's layout, or
+ * (block formats, dst) into the places dst describes */
 static bc_status rec_quantize(bc_ctx *ctx, bci_sink *k, const wplan *w, const bc_qtensor *qw, const bc_tensor *x, bc_qtensor *t,
-                              void *stream) {
+                              const bci_qdst *dst, void *stream) {
   t->format = w->f;
   t->rows = x->rows, t->cols = x->cols;
   t->scale_swizzled = 0;
   t->stochastic_rounding = 0;
   t->amax = w->tensor_amax ? qw->amax : NULL;
   t->scale = w->f->block == BC_BLOCK_TENSOR ? qw->scale : NULL;
+  if (dst) return bci_quantize_block_into(ctx, k, x, t, dst, stream);
   return w->tensor_amax ? bci_quantize_cast(ctx, k, x, t, stream) : bci_quantize(ctx, k, x, t, stream);
+}
+
+/* The interior's block scales written straight into the whole weight's compact scale buffer
+ * (all its blocks are the rank's): the layout of the interior's entries as a window of the
+ * weight's, and where its first entry lies (the entry of the block at row A, column 0, as
+ * shard_place.cu maps entries). Swizzled scales (order 2) are not windows: NULL, placed. */
+static void *interior_scales(const wplan *w, const pass *p, void *dscale, bci_sl *sl) {
+  if (w->f->block == BC_BLOCK_TENSOR || p->g.sl.order == 2) return NULL;
+  const bci_sl *d = &p->g.sl;
+  *sl = (bci_sl){ d->ld, p->isl.lrows, p->isl.lcols, p->isl.lrows, p->isl.lcols, d->order, p->isl.per_row };
+  const int64_t vbr = p->g.vbr, vbc = p->g.vbc ? p->g.vbc : 1;
+  const int64_t r0 = p->dir == BC_COLUMNWISE ? 0 : p->isl.per_row ? w->A : w->A / vbr;
+  const int64_t c0 = p->dir == BC_COLUMNWISE ? w->A / vbc : 0;
+  return (uint8_t *)dscale + bci_sl_offset(d, r0, c0) * w->f->scale_bytes;
 }
 
 /* The stages of a weight's launches (the list launches stage by stage, one launch per kernel and
@@ -313,7 +333,7 @@ static bc_status rec_weight(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const 
       memset(&t, 0, sizeof t);
       t.rowwise_data = at_bytes(ws, 64), t.rowwise_scale_inv = q->rowwise_scale_inv;
       k->stage = ST_QUANT;
-      s = rec_quantize(ctx, k, w, q, &x, &t, stream);
+      s = rec_quantize(ctx, k, w, q, &x, &t, NULL, stream);
     }
     return s;
   }
@@ -323,29 +343,43 @@ static bc_status rec_weight(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const 
     for (int j = 0; j < 2 && s == BC_OK && p->on; j++)
       if (p->nr[j] && (k->stage = ST_STAGE)) s = rec_stage(ctx, k, sh, w, p, j, vec, W, at_bytes(ws, p->hp[j]), stream);
   }
-  /* the interior: both directions in one read */
+  /* the interior: both directions in one read, written in place: the rowwise data (and MXFP8's
+   * columnwise data) as dense rows of the weight's, transposed columnwise data as a band of
+   * columns of the weight's [C, R] rows, compact block scales as a window of the weight's;
+   * swizzled scales go to the workspace and are placed */
   if (s == BC_OK && w->B > w->A) {
     bc_tensor x = { (void *)((const uint8_t *)sh->data + (size_t)(w->A * w->C - w->s) * es), sh->dtype, w->B - w->A, w->C, w->C };
     bc_qtensor t;
     memset(&t, 0, sizeof t);
-    const size_t off = (size_t)(w->A * w->C) * (size_t)f->elem.bits / 8;
+    bci_qdst dst;
+    memset(&dst, 0, sizeof dst);
+    const int bits = f->elem.bits;
+    const size_t off = (size_t)(w->A * w->C) * (size_t)bits / 8;
     const pass *pr = &w->p[0], *pc = &w->p[1];
+    void *rs_at = NULL, *cs_at = NULL; /* the scales' workspace (placed afterwards), when not direct */
     if (pr->on) {
       t.rowwise_data = at_bytes(q->rowwise_data, off);
-      t.rowwise_scale_inv = f->block == BC_BLOCK_TENSOR ? q->rowwise_scale_inv : (void *)at_bytes(ws, pr->its);
+      if (f->block == BC_BLOCK_TENSOR) t.rowwise_scale_inv = q->rowwise_scale_inv;
+      else if ((t.rowwise_scale_inv = interior_scales(w, pr, q->rowwise_scale_inv, &dst.sl[0]))) dst.sl_set[0] = 1;
+      else t.rowwise_scale_inv = rs_at = at_bytes(ws, pr->its);
     }
     if (pc->on) {
-      t.columnwise_data = pc->g.data_is_view ? (void *)at_bytes(ws, pc->itd) : (void *)at_bytes(q->columnwise_data, off);
-      t.columnwise_scale_inv = at_bytes(ws, pc->its);
+      if (pc->g.data_is_view) {
+        t.columnwise_data = at_bytes(q->columnwise_data, (size_t)w->A * (size_t)bits / 8);
+        dst.col_ld = w->R * bits / 8;
+      } else {
+        t.columnwise_data = at_bytes(q->columnwise_data, off);
+      }
+      if ((t.columnwise_scale_inv = interior_scales(w, pc, q->columnwise_scale_inv, &dst.sl[1]))) dst.sl_set[1] = 1;
+      else t.columnwise_scale_inv = cs_at = at_bytes(ws, pc->its);
     }
     k->stage = ST_QUANT;
-    s = rec_quantize(ctx, k, w, q, &x, &t, stream);
+    s = rec_quantize(ctx, k, w, q, &x, &t, f->block == BC_BLOCK_TENSOR ? NULL : &dst, stream);
     if (s == BC_OK && k->stage > ST_PLACE) s = quant_stages_fail(ctx, k);
-    if (s == BC_OK && pr->on && (k->stage = ST_PLACE))
-      s = rec_place(ctx, k, w, pr, w->A, w->B - w->A, pr->isl, NULL, q->rowwise_data, 0, t.rowwise_scale_inv, q->rowwise_scale_inv, stream);
-    if (s == BC_OK && pc->on && (k->stage = ST_PLACE))
-      s = rec_place(ctx, k, w, pc, w->A, w->B - w->A, pc->isl, t.columnwise_data, q->columnwise_data, pc->g.data_is_view,
-                    t.columnwise_scale_inv, q->columnwise_scale_inv, stream);
+    if (s == BC_OK && rs_at && (k->stage = ST_PLACE))
+      s = rec_place(ctx, k, w, pr, w->A, w->B - w->A, pr->isl, NULL, q->rowwise_data, 0, rs_at, q->rowwise_scale_inv, stream);
+    if (s == BC_OK && cs_at && (k->stage = ST_PLACE))
+      s = rec_place(ctx, k, w, pc, w->A, w->B - w->A, pc->isl, NULL, q->columnwise_data, 0, cs_at, q->columnwise_scale_inv, stream);
   }
   /* the slabs' quantizes and placements, one direction each */
   for (int d = 0; d < 2 && s == BC_OK; d++) {
@@ -359,7 +393,7 @@ static bc_status rec_weight(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const 
       if (d == 0) t.rowwise_data = at_bytes(ws, p->td[j]), t.rowwise_scale_inv = sc;
       else t.columnwise_data = at_bytes(ws, p->td[j]), t.columnwise_scale_inv = sc;
       k->stage = ST_QUANT;
-      s = rec_quantize(ctx, k, w, q, &x, &t, stream);
+      s = rec_quantize(ctx, k, w, q, &x, &t, NULL, stream);
       if (s == BC_OK && k->stage > ST_PLACE) s = quant_stages_fail(ctx, k);
       if (s == BC_OK && (k->stage = ST_PLACE))
         s = rec_place(ctx, k, w, p, p->r0[j], p->nr[j], p->sl[j], at_bytes(ws, p->td[j]), d ? q->columnwise_data : q->rowwise_data, 1,

@@ -240,7 +240,7 @@ static bc_status block_dir(bc_ctx *ctx, const char *fn, const bc_qtensor *q, bc_
  * the one-element blocks of a [4096, 1] tensor's rows), then the direction's scale padding, up to
  * 32 entries a thread; grid-stride. */
 static bc_status thin_launch(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, int64_t ld, const bc_qtensor *q, bc_direction dir,
-                             const bci_geom *g, void *stream) {
+                             const bci_geom *g, int64_t dld, void *stream) {
   const bc_format *f = q->format;
   const int row = dir == BC_ROWWISE;
   const bci_kernel *k;
@@ -258,13 +258,13 @@ static bc_status thin_launch(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, in
   const void *in = x->data;
   const float *gamax = q->amax;
   void *data = row ? q->rowwise_data : q->columnwise_data, *scale = row ? q->rowwise_scale_inv : q->columnwise_scale_inv;
-  bci_arg args[] = { BCI_ARG(in), BCI_ARG(rows), BCI_ARG(cols), BCI_ARG(ld), BCI_ARG(gamax), BCI_ARG(data), BCI_ARG(scale),
-                     BCI_ARG(g->sl), BCI_ARG(nblocks), BCI_ARG(tl) };
-  return bci_run(ctx, sink, k, (unsigned)blocks, 1, 1, (unsigned)threads, 0, stream, args, 10);
+  bci_arg args[] = { BCI_ARG(in), BCI_ARG(rows), BCI_ARG(cols), BCI_ARG(ld), BCI_ARG(gamax), BCI_ARG(data), BCI_ARG(dld),
+                     BCI_ARG(scale), BCI_ARG(g->sl), BCI_ARG(nblocks), BCI_ARG(tl) };
+  return bci_run(ctx, sink, k, (unsigned)blocks, 1, 1, (unsigned)threads, 0, stream, args, 11);
 }
 
 static bc_status block_cast_launch(bc_ctx *ctx, bci_sink *sink, const char *fn, const bc_tensor *x, int64_t ld, bc_qtensor *q,
-                                   void *stream) {
+                                   const bci_qdst *dst, void *stream) {
   const bc_format *f = q->format;
   if (q->stochastic_rounding && !f->sr_allowed)
     return bci_fail(ctx, BC_ERR_ARG, "%s: q->stochastic_rounding is set but format '%s' does not allow stochastic rounding (its spec "
@@ -273,21 +273,28 @@ static bc_status block_cast_launch(bc_ctx *ctx, bci_sink *sink, const char *fn, 
   bc_status s = block_dir(ctx, fn, q, BC_ROWWISE, &gr);
   if (s == BC_OK) s = block_dir(ctx, fn, q, BC_COLUMNWISE, &gc);
   if (s != BC_OK) return s;
+  /* the destination: dense (q's own layout), or dst's row spacing and scale layouts */
+  const int bits = f->elem.bits;
+  int64_t rows = x->rows, cols = x->cols;
+  int64_t row_ld = cols * bits / 8, col_ld = (f->columnwise_transposed ? rows : cols) * bits / 8;
+  if (dst) {
+    if (dst->col_ld) col_ld = dst->col_ld;
+    if (dst->sl_set[0]) gr.sl = dst->sl[0];
+    if (dst->sl_set[1]) gc.sl = dst->sl[1];
+  }
   const bci_kernel *k;
   const char *dirn = q->rowwise_data ? (q->columnwise_data ? "rowcol" : "row") : "col";
   s = bci_kernel_getf(ctx, &k, "bc_quantize_%s__%s__%s", f->name, bc_dtype_name(x->dtype), dirn);
   if (s != BC_OK) return s;
   const bci_launch *L = &k->launch;
-  int64_t rows = x->rows, cols = x->cols;
   size_t es = bc_dtype_size(x->dtype);
-  int bits = f->elem.bits;
   int vec_in = bci_aligned(x->data, 16) && ((size_t)ld * es) % 16 == 0;
   int vec_row = q->rowwise_data && bci_aligned(q->rowwise_data, 16) && (cols * bits / 8) % 16 == 0;
   /* columnwise stores: transposed, 16-byte pieces of an output row; else one 2-byte word of a
    * column pair per row (8-bit elements) */
   int vec_col = q->columnwise_data &&
-                (f->columnwise_transposed ? bci_aligned(q->columnwise_data, 16) && (rows * bits / 8) % 16 == 0
-                                          : bci_aligned(q->columnwise_data, 2) && (cols * bits / 8) % 2 == 0);
+                (f->columnwise_transposed ? bci_aligned(q->columnwise_data, 16) && (rows * bits / 8) % 16 == 0 && col_ld % 16 == 0
+                                          : bci_aligned(q->columnwise_data, 2) && (cols * bits / 8) % 2 == 0 && col_ld % 2 == 0);
   int64_t tiles_x = (cols + L->tile_cols - 1) / L->tile_cols;
   int64_t tiles = tiles_x * ((rows + L->tile_rows - 1) / L->tile_rows);
   /* A tensor of 1D blocks that fills less than an eighth of its tiles (a few rows or columns: a
@@ -296,10 +303,10 @@ static bc_status block_cast_launch(bc_ctx *ctx, bci_sink *sink, const char *fn, 
    * list, recorded at the same stage). Stochastic rounding stays on the tile kernel. */
   if (f->block == BC_BLOCK_1D && !q->stochastic_rounding && rows > 0 && cols > 0 &&
       rows * cols * 8 < tiles * L->tile_rows * L->tile_cols) {
-    if (q->rowwise_data) s = thin_launch(ctx, sink, x, ld, q, BC_ROWWISE, &gr, stream);
+    if (q->rowwise_data) s = thin_launch(ctx, sink, x, ld, q, BC_ROWWISE, &gr, row_ld, stream);
     if (s == BC_OK && q->columnwise_data) {
       if (sink && q->rowwise_data) sink->stage--;
-      s = thin_launch(ctx, sink, x, ld, q, BC_COLUMNWISE, &gc, stream);
+      s = thin_launch(ctx, sink, x, ld, q, BC_COLUMNWISE, &gc, col_ld, stream);
     }
     return s;
   }
@@ -319,13 +326,13 @@ static bc_status block_cast_launch(bc_ctx *ctx, bci_sink *sink, const char *fn, 
   uint64_t seed = q->sr_seed, off = q->sr_offset;
   int sr = q->stochastic_rounding != 0;
   bci_arg args[] = { BCI_ARG(in), BCI_ARG(rows), BCI_ARG(cols), BCI_ARG(ld), BCI_ARG(gamax), BCI_ARG(rd), BCI_ARG(rs),
-                     BCI_ARG(gr.sl), BCI_ARG(cd), BCI_ARG(cs), BCI_ARG(gc.sl), BCI_ARG(seed), BCI_ARG(off), BCI_ARG(sr),
-                     BCI_ARG(vec_in), BCI_ARG(vec_row), BCI_ARG(vec_col), BCI_ARG(tiles_x), BCI_ARG(tiles) };
+                     BCI_ARG(gr.sl), BCI_ARG(cd), BCI_ARG(cs), BCI_ARG(gc.sl), BCI_ARG(col_ld), BCI_ARG(seed), BCI_ARG(off),
+                     BCI_ARG(sr), BCI_ARG(vec_in), BCI_ARG(vec_row), BCI_ARG(vec_col), BCI_ARG(tiles_x), BCI_ARG(tiles) };
   /* rowwise output rows that are not 16-byte aligned are staged in shared memory past the
    * launch's own layout (templates/quantize_block.cu: BC_RCODES_OFF == BC_SMEM, BC_RSTRIDE) */
   int smem = L->smem;
   if (q->rowwise_data && !vec_row) smem += L->tile_rows * (L->tile_cols * bits / 8 + 16);
-  return bci_run(ctx, sink, k, (unsigned)(tiles + padblocks), 1, 1, (unsigned)L->threads, smem, stream, args, 19);
+  return bci_run(ctx, sink, k, (unsigned)(tiles + padblocks), 1, 1, (unsigned)L->threads, smem, stream, args, 20);
 }
 
 static bc_status check_cast_args(bc_ctx *ctx, const char *fn, const bc_tensor *x, bc_qtensor *q, int64_t *ld) {
@@ -356,8 +363,18 @@ bc_status bci_quantize_cast(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, bc_
   int64_t ld;
   bc_status s = check_cast_args(ctx, "bc_quantize_cast", x, q, &ld);
   if (s != BC_OK) return s;
-  if (q->format->block != BC_BLOCK_TENSOR) return block_cast_launch(ctx, sink, "bc_quantize_cast", x, ld, q, stream);
+  if (q->format->block != BC_BLOCK_TENSOR) return block_cast_launch(ctx, sink, "bc_quantize_cast", x, ld, q, NULL, stream);
   return cast_launch(ctx, sink, x, ld, q, stream);
+}
+
+bc_status bci_quantize_block_into(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, bc_qtensor *q, const bci_qdst *dst,
+                                  void *stream) {
+  int64_t ld;
+  bc_status s = check_cast_args(ctx, "bc_quantize_cast", x, q, &ld);
+  if (s != BC_OK) return s;
+  if (q->format->block == BC_BLOCK_TENSOR)
+    return bci_fail(ctx, BC_ERR_INTERNAL, "bci_quantize_block_into: format '%s' has one scale per tensor", q->format->name);
+  return block_cast_launch(ctx, sink, "bc_quantize_cast", x, ld, q, dst, stream);
 }
 
 bc_status bc_quantize_cast(bc_ctx *ctx, const bc_tensor *x, bc_qtensor *q, void *stream) {
@@ -372,7 +389,7 @@ bc_status bci_quantize(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, bc_qtens
   if (s != BC_OK) return s;
   if (q->format->block != BC_BLOCK_TENSOR) {
     if (q->format->rule == BCI_RULE_TWO_LEVEL) s = amax_launch(ctx, sink, x, ld, q->amax, stream);
-    if (s == BC_OK) s = block_cast_launch(ctx, sink, "bc_quantize", x, ld, q, stream);
+    if (s == BC_OK) s = block_cast_launch(ctx, sink, "bc_quantize", x, ld, q, NULL, stream);
     return s;
   }
   if (!q->amax) return bci_fail(ctx, BC_ERR_ARG, "bc_quantize: q->amax is NULL; current scaling needs a device fp32[1] for the amax");

@@ -15,6 +15,18 @@ BCI_HIDDEN bc_status bci_compute_scale(bc_ctx *ctx, bci_sink *sink, const bc_for
                                        float *scale_inv, void *stream);
 BCI_HIDDEN bc_status bci_quantize(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, bc_qtensor *q, void *stream);
 BCI_HIDDEN bc_status bci_quantize_cast(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, bc_qtensor *q, void *stream);
+/* Where a block quantize writes, when not q's own dense buffers (the sharded cast writes a band
+ * of rows of a whole weight in place): stored columnwise data rows col_ld bytes apart (0: dense),
+ * and a direction's scales in layout sl (set: the entries at q's scale pointer in that layout,
+ * its padding left alone; compact layouts only). */
+typedef struct bci_qdst {
+  int64_t col_ld;
+  int sl_set[2]; /* rowwise, columnwise */
+  bci_sl sl[2];
+} bci_qdst;
+/* bci_quantize_cast of a block format (its global amax, if any, given) into dst */
+BCI_HIDDEN bc_status bci_quantize_block_into(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, bc_qtensor *q, const bci_qdst *dst,
+                                             void *stream);
 BCI_HIDDEN bc_status bci_dequantize(bc_ctx *ctx, bci_sink *sink, const bc_qtensor *q, bc_direction dir, const bc_tensor *out,
                                     void *stream);
 BCI_HIDDEN bc_status bci_scale_swizzle(bc_ctx *ctx, bci_sink *sink, const bc_format *fmt, int64_t rows, int64_t cols,
