@@ -914,6 +914,15 @@ int main(void) {
     uint64_t lb = s1.launches - s0.launches, lo = s2.launches - s1.launches;
     ok(g1 && g2 && lo == lb + 2, "mxfp8 rowwise gather on 2 ranks: %llu launches with 128-row bands (scales in place), %llu with "
        "rows 130 + 126 (scales placed: one more per rank)", (unsigned long long)lb, (unsigned long long)lo);
+    /* the same for the gather of already quantized rows (each rank's compact slab copied into out) */
+    bc_get_stats(ctx, &s0);
+    g1 = gather_case_q(&band, comms, 0, "(launches counted)", 1);
+    bc_get_stats(ctx, &s1);
+    g2 = gather_case_q(&off, comms, 0, "(launches counted)", 1);
+    bc_get_stats(ctx, &s2);
+    lb = s1.launches - s0.launches, lo = s2.launches - s1.launches;
+    ok(g1 && g2 && lo == lb + 2, "mxfp8 rowwise all_gather_quantized on 2 ranks: %llu launches with 128-row bands (scales in "
+       "place), %llu with rows 130 + 126 (scales placed: one more per rank)", (unsigned long long)lb, (unsigned long long)lo);
     for (int r = 0; r < 2; r++) bc_comm_destroy(comms[r]);
   }
   two_groups("fp8_e4m3_tensor");

@@ -467,11 +467,13 @@ static int scales_in_place(bc_ctx *ctx, const plan *p, bc_direction dir) {
   return total == go.scale_bytes && valid_rows == go.svalid_rows;
 }
 
-/* zero what of the other ranks' slabs does not travel (past each one's last valid entry) */
-static bc_status zero_slab_tails(bc_ctx *ctx, const plan *p, unsigned char *buf, const size_t *size, const size_t *send, void *stream) {
+/* zero what of the slabs does not travel (past each one's last valid entry): the other ranks',
+ * and this rank's own when it was copied from mine (a quantized input's buffer), not written there */
+static bc_status zero_slab_tails(bc_ctx *ctx, const plan *p, unsigned char *buf, const size_t *size, const size_t *send,
+                                 const void *mine, void *stream) {
   size_t o = 0;
   for (int r = 0; r < p->W; r++) {
-    if (r != p->me && size[r] > send[r]) {
+    if ((r != p->me || mine != (const void *)(buf + o)) && size[r] > send[r]) {
       CUresult cr = bci_cu.MemsetD8Async((CUdeviceptr)(uintptr_t)(buf + o + send[r]), 0, size[r] - send[r], (CUstream)stream);
       if (cr != CUDA_SUCCESS) {
         const char *en = "?";
@@ -511,8 +513,8 @@ static bc_status gather_and_assemble(bc_ctx *ctx, bc_comm *comm, const char *sig
   char sg[BCI_COMM_SIG];
   snprintf(sg, sizeof sg, "%.200s [payload]", sig);
   s = bci_comm_gatherv(ctx, comm, sg, s, nj, jobs, stream);
-  if (s == BC_OK && pc->rs_in_place) s = zero_slab_tails(ctx, p, pc->all_rs, pc->rs_size, pc->rs_send, stream);
-  if (s == BC_OK && pc->cs_in_place) s = zero_slab_tails(ctx, p, pc->all_cs, pc->cs_size, pc->cs_send, stream);
+  if (s == BC_OK && pc->rs_in_place) s = zero_slab_tails(ctx, p, pc->all_rs, pc->rs_size, pc->rs_send, pc->rs, stream);
+  if (s == BC_OK && pc->cs_in_place) s = zero_slab_tails(ctx, p, pc->all_cs, pc->cs_size, pc->cs_send, pc->cs, stream);
   if (s == BC_OK && f->block != BC_BLOCK_TENSOR) {
     psrc t;
     const int sw = pc->swizzled;
@@ -878,7 +880,10 @@ bc_status bc_all_gather_quantized(bc_ctx *ctx, bc_comm *comm, const bc_qtensor *
     }
   }
   size_t need_R = (p->comp_row && !p->want_row) ? (size_t)p->M * p->rb : 0;
-  size_t g_rs = sum(p, rs), g_cd = sum(p, p->cd), g_cs = sum(p, cs);
+  /* compact slabs that are bands of out's scale layout travel straight into out (scales_in_place) */
+  const int rs_in = !xs && p->want_row && !out->scale_swizzled && scales_in_place(ctx, p, BC_ROWWISE);
+  const int cs_in = !xs && p->comp_col && !out->scale_swizzled && scales_in_place(ctx, p, BC_COLUMNWISE);
+  size_t g_rs = rs_in ? 0 : sum(p, rs), g_cd = sum(p, p->cd), g_cs = cs_in ? 0 : sum(p, cs);
   size_t parts[4] = { need_R, g_rs, g_cd, g_cs }, at[5] = { 0 };
   for (int i = 0; i < 4; i++) at[i + 1] = at[i] + (parts[i] + 255) / 256 * 256;
   /* the workspace before the agreement: a rank without it fails every rank there */
@@ -890,7 +895,8 @@ bc_status bc_all_gather_quantized(bc_ctx *ctx, bc_comm *comm, const bc_qtensor *
     return s;
   }
   unsigned char *R = p->want_row ? out->rowwise_data : ws;
-  unsigned char *all_rs = ws + at[1], *all_cd = ws + at[2], *all_cs = ws + at[3];
+  unsigned char *all_rs = rs_in ? out->rowwise_scale_inv : ws + at[1], *all_cd = ws + at[2];
+  unsigned char *all_cs = cs_in ? out->columnwise_scale_inv : ws + at[3];
   /* per-tensor scale and NVFP4's global amax: xq's (the same on every rank); the scale_inv of
    * per-tensor formats: xq's, or on a rank without rows 1 / scale as bc_quantize computes it */
   if (s == BC_OK && needs_amax(f)) s = bci_copy32(ctx, NULL, xq->amax, out->amax, 1, stream);
@@ -904,7 +910,7 @@ bc_status bc_all_gather_quantized(bc_ctx *ctx, bc_comm *comm, const bc_qtensor *
     }
   }
   pieces pc = { xq->rowwise_data, xq->columnwise_data, R, xq->rowwise_scale_inv, xq->columnwise_data, xq->columnwise_scale_inv, rs, cs,
-                rs_send, cs_send, all_rs, all_cd, all_cs, xs, 0, 0 };
+                rs_send, cs_send, all_rs, all_cd, all_cs, xs, rs_in, cs_in };
   s = gather_and_assemble(ctx, comm, sig, s, p, out, &pc, stream);
   bci_ws_free(ws, stream);
   free(p);

@@ -6,7 +6,10 @@
  *   <format>    bc_all_gather of the rows into the format, rowwise (quantize + exchange + assembly),
  *               against a raw ncclAllGather of the bytes it sends (bc_all_gather_bytes, rounded
  *               up to 256): the overhead, and the speedup over the bf16 gather; and the rank's
- *               rows quantized alone (bc_quantize, no communication);
+ *               rows quantized alone (bc_quantize, no communication); bc_all_gather_quantized of
+ *               those rows already quantized (the collective's own cost: its overhead over the
+ *               raw gather of the same bytes), and a cast with the scale known (delayed scaling,
+ *               bc_quantize_cast) followed by that gather, against the bf16 gather;
  * before them NCCL's own curve (a raw ncclAllGather of 8 to 512 MiB per rank);
  * and the sharded cast of the ~1B-parameter model of bench_shard.c (each rank its ZeRO range of
  * the flat fp32 buffer) over the W ranks, one all-reduce included, against the floor of its
@@ -30,7 +33,7 @@ typedef struct job {
   size_t bytes;
   bc_tensor x;
   const int64_t *rows;
-  bc_qtensor q;
+  bc_qtensor q, xq;
   int64_t n;
   bc_shard *sh;
   bc_qtensor *qs;
@@ -52,6 +55,17 @@ static int do_quantize(int i, void *u) {
   (void)i;
   job *j = u;
   return bc_quantize(ctx, &j->x, &j->q, NULL) != BC_OK;
+}
+static int do_gather_quantized(int i, void *u) {
+  (void)i;
+  job *j = u;
+  return bc_all_gather_quantized(ctx, j->comm, &j->xq, j->rows, &j->q, NULL) != BC_OK;
+}
+/* delayed scaling: the rows cast with the scale (and, NVFP4, the amax) xq already holds, then gathered */
+static int do_cast_gather_quantized(int i, void *u) {
+  job *j = u;
+  if (bc_quantize_cast(ctx, &j->x, &j->xq, NULL) != BC_OK) return 1;
+  return do_gather_quantized(i, u);
 }
 static int do_shard(int i, void *u) {
   (void)i;
@@ -125,7 +139,7 @@ static int rank_main(int rank, int W, const char *dir) {
     cudaFree(rb);
   }
   if (rank == 0)
-    printf("| per rank | format | ms | busbw GB/s (the format: of the bytes it sends, quantize included) | raw gather of its bytes (rounded up to 256 B), ms | overhead | vs the bf16 gather | its rows' bc_quantize alone, ms |\n|---|---|---|---|---|---|---|---|\n");
+    printf("| per rank | format | bc_all_gather ms | busbw GB/s (the format: of the bytes it sends, quantize included) | raw gather of its bytes (rounded up to 256 B), ms | overhead | vs the bf16 gather | its rows' bc_quantize alone, ms | bc_all_gather_quantized of the rows quantized, ms | its overhead | cast with a known scale + that gather, ms | vs the bf16 gather |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   const int64_t K = 8192;
   const char *fmts[] = { "fp8_e4m3_tensor", "mxfp8_e4m3", "nvfp4" };
   for (int mb = 64; mb <= 256; mb *= 4) {
@@ -173,11 +187,23 @@ static int rank_main(int rank, int W, const char *dir) {
       job lq = g;
       lq.q = (bc_qtensor){ f, M, K, ld_, ls_, NULL, NULL, am, am + 1, 0, 0, 0, 0 };
       float qa = timed(do_quantize, &lq, "bc_quantize of the rank's rows", rank);
+      /* the gather of rows already quantized (per-tensor and NVFP4: with the group's amax, by
+       * bc_quantize_comm), alone and after a cast with the scale known (delayed scaling) */
+      float *am2 = dmalloc(8);
+      job gq = g;
+      gq.xq = (bc_qtensor){ f, M, K, ld_, ls_, NULL, NULL, am2, am2 + 1, 0, 0, 0, 0 };
+      if (bc_quantize_comm(ctx, comm, &gq.x, &gq.xq, NULL) != BC_OK) {
+        fprintf(stderr, "rank %d: bc_quantize_comm: %s\n", rank, bc_last_error(ctx));
+        return 1;
+      }
+      float gqa = timed(do_gather_quantized, &gq, "bc_all_gather_quantized", rank);
+      float cgq = timed(do_cast_gather_quantized, &gq, "bc_quantize_cast + bc_all_gather_quantized", rank);
+      cudaFree(am2);
       cudaFree(ld_);
       cudaFree(ls_);
       if (rank == 0)
-        printf("| %d MiB | %s | %.3f | %.0f | %.3f | %+.1f%% | %.2fx | %.3f |\n", mb, fmts[fi], q, busbw(sent, W, q), rw,
-               100.0 * (q / rw - 1), bf / q, qa);
+        printf("| %d MiB | %s | %.3f | %.0f | %.3f | %+.1f%% | %.2fx | %.3f | %.3f | %+.1f%% | %.3f | %.2fx |\n", mb, fmts[fi], q,
+               busbw(sent, W, q), rw, 100.0 * (q / rw - 1), bf / q, qa, gqa, 100.0 * (gqa / rw - 1), cgq, bf / cgq);
       fflush(stdout);
       cudaFree(rd);
       cudaFree(rs);
