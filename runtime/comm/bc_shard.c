@@ -240,8 +240,14 @@ static bc_status rec_stage(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const w
   return bci_run(ctx, k, kk, grid(C, t), (unsigned)(gy < 65535 ? gy : 65535), 1, t, 0, stream, args, 14);
 }
 
-/* the rank's codes (do_data) and block scales of the quantized region rows [r0, r0 + nr): one
- * launch for the data (rows x 16-byte pieces), one for the scales */
+/* The stages of a weight's launches (the list launches stage by stage, one launch per kernel and
+ * stage for all weights): fixed per step, so that the weights' launches of one step share
+ * launches whatever each weight needs. The slabs' and the interior's quantizes are independent,
+ * and so are all placements (their bytes are disjoint: regions meet at even rows). */
+enum { ST_AMAX = 0, ST_STAGE = 2, ST_QUANT = 3, ST_PLACE = 8 };
+
+/* the rank's codes (do_data) and block scales of the quantized region rows [r0, r0 + nr): a
+ * record for the data (rows x 16-byte pieces) and one for the scales, both at ST_PLACE */
 static bc_status rec_place(bc_ctx *ctx, bci_sink *k, const wplan *w, const pass *p, int64_t r0, int64_t nr, bci_sl tsl,
                            const void *tdata, void *ddata, int do_data, const void *tscale, void *dscale, void *stream) {
   const bc_format *f = w->f;
@@ -265,6 +271,8 @@ static bc_status rec_place(bc_ctx *ctx, bci_sink *k, const wplan *w, const pass 
     /* one warp per row (data rows, or scale rows), x splits long rows: ~8 pieces a lane */
     int64_t trows = dd ? (mode ? C : nr) : tsl.lrows, per = dd ? cdiv((mode ? nr : C) * bits / 8, 16) : tsl.lcols;
     int64_t gy = cdiv(trows, t / 32), gx = cdiv(per, 32 * 8);
+    /* data and scales in one stage (one launch for all placements: their bytes are disjoint) */
+    if (k) k->stage = ST_PLACE;
     s = bci_run(ctx, k, kk, (unsigned)(gx < 64 ? gx : 64), (unsigned)(gy < 65535 ? gy : 65535), 1, t, 0, stream, args, 21);
   }
   return s;
@@ -300,11 +308,6 @@ static void *interior_scales(const wplan *w, const pass *p, void *dscale, bci_sl
   return (uint8_t *)dscale + bci_sl_offset(d, r0, c0) * w->f->scale_bytes;
 }
 
-/* The stages of a weight's launches (the list launches stage by stage, one launch per kernel and
- * stage for all weights): fixed per step, so that the weights' launches of one step share
- * launches whatever each weight needs. The slabs' and the interior's quantizes are independent,
- * and so are all placements (their bytes are disjoint: regions meet at even rows). */
-enum { ST_AMAX = 0, ST_STAGE = 2, ST_QUANT = 3, ST_PLACE = 8 };
 
 /* a quantize recorded more launches than the stages reserved for it (ST_QUANT .. ST_PLACE - 1) */
 static bc_status quant_stages_fail(bc_ctx *ctx, const bci_sink *k) {
@@ -480,8 +483,12 @@ bc_status bc_shard_cast(bc_ctx *ctx, bc_comm *comm, int64_t n, const bc_shard *s
         bc_tensor x = { (void *)shards[i].data, shards[i].dtype, 1, w->e - w->s, w->e - w->s };
         s = bci_amax_range(ctx, k, &x, 0, w->e - w->s, vec + w->amax_at, stream);
       }
-      for (int d = 0; d < 2 && s == BC_OK; d++)
-        if (w->p[d].on && w->p[d].nbc) s = rec_bamax(ctx, k, &shards[i], w, &w->p[d], vec, comm->rank, P.W, stream);
+      /* both passes' partial amaxes in one stage (one launch: they fill disjoint slots) */
+      for (int d = 0; d < 2 && s == BC_OK; d++) {
+        if (!w->p[d].on || !w->p[d].nbc) continue;
+        k->stage = ST_AMAX;
+        s = rec_bamax(ctx, k, &shards[i], w, &w->p[d], vec, comm->rank, P.W, stream);
+      }
       if (s != BC_OK) s = bci_fail_entry(ctx, s, FN, "weight", i);
     }
     if (s == BC_OK) s = bci_list_flush(ctx, FN, stream);
