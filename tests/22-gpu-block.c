@@ -229,7 +229,14 @@ static void swizzle_case(const bc_format *f, int64_t rows, int64_t cols, bc_dire
 /* dequantize into an output with a row stride (elements) of data_cols + extra, against the
  * reference dequantize of the same codes: every combination of aligned / unaligned code rows and
  * output rows, with and without a short last slot; the gaps between output rows keep their poison */
+static void deq_stride_case_s(const bc_format *f, bc_dtype dt, int64_t rows, int64_t cols, int64_t extra, int rand_scales);
 static void deq_stride_case(const bc_format *f, bc_dtype dt, int64_t rows, int64_t cols, int64_t extra) {
+  deq_stride_case_s(f, dt, rows, cols, extra, 0);
+}
+/* rand_scales (e8m0 formats): the scale entries replaced by random bytes, 0 (2^-127) and 255 (NaN)
+ * among them at a rate that leaves most slots of 8 entries without one (the dequantize's fast
+ * decode) and some with (its general decode) */
+static void deq_stride_case_s(const bc_format *f, bc_dtype dt, int64_t rows, int64_t cols, int64_t extra, int rand_scales) {
   size_t es = bc_dtype_size(dt), n = (size_t)(rows * cols);
   void *h = malloc(n * es);
   fill(h, dt, n, 0);
@@ -243,6 +250,22 @@ static void deq_stride_case(const bc_format *f, bc_dtype dt, int64_t rows, int64
   bc_qtensor q = { f, rows, cols, sr.d_data, sr.d_scale, sc.d_data, sc.d_scale, amax, NULL, 0, 0, 0, 0 };
   good = good && bc_quantize(ctx, &x, &q, NULL) == BC_OK;
   if (!good) diag("  %s", bc_last_error(ctx));
+  int specials = 0;
+  if (good && rand_scales) {
+    side *ss[2] = { &sr, &sc };
+    uint64_t z = 0x9E3779B97F4A7C15ull;
+    for (int d = 0; d < 2; d++) {
+      uint8_t *b = malloc(ss[d]->lay.scale_bytes);
+      for (size_t i = 0; i < ss[d]->lay.scale_bytes; i++) {
+        z ^= z << 13, z ^= z >> 7, z ^= z << 17;
+        unsigned v = (unsigned)(z >> 32) % 1024u;
+        b[i] = v == 0 ? 0 : v == 1 ? 255 : (uint8_t)(97 + v % 60); /* 2^-30 .. 2^29 otherwise */
+        specials += v < 2;
+      }
+      CK(cudaMemcpy(ss[d]->d_scale, b, ss[d]->lay.scale_bytes, cudaMemcpyHostToDevice));
+      free(b);
+    }
+  }
   /* the reference dequantizes the device's codes and scales */
   float h_amax = 0;
   if (good) {
@@ -273,8 +296,10 @@ static void deq_stride_case(const bc_format *f, bc_dtype dt, int64_t rows, int64
   }
   bc_format_info info;
   bc_format_get_info(ctx, f, &info);
-  ok(good, "%s %s %lldx%lld: dequantize into rows %lld elements longer == reference, gaps untouched", info.name,
-     bc_dtype_name(dt), (long long)rows, (long long)cols, (long long)extra);
+  ok(good, "%s %s %lldx%lld: dequantize into rows %lld elements longer == reference, gaps untouched%s", info.name,
+     bc_dtype_name(dt), (long long)rows, (long long)cols, (long long)extra,
+     rand_scales ? (specials ? ", random scale entries (0 and 255 among them)" : ", random scale entries (NO 0 or 255 drawn)") : "");
+  if (rand_scales && !specials) ok(0, "random scale entries drew no 0 or 255");
   side_free(&sr);
   side_free(&sc);
   cudaFree(d_in); cudaFree(amax);
@@ -425,6 +450,10 @@ int main(void) {
       deq_stride_case(f, BC_FP32, 256, 512, 1);
       deq_stride_case(f, BC_BF16, SH(info, 81, 84, 84), 84, 4);
       deq_stride_case(f, BC_FP16, SH(info, 65, 66, 68), SH(info, 67, 70, 68), 5);
+      if (!strcmp(info.scale_type, "e8m0")) {
+        deq_stride_case_s(f, BC_BF16, 256, 512, 0, 1);
+        deq_stride_case_s(f, BC_FP32, SH(info, 97, 98, 100), SH(info, 131, 130, 132), 3, 1);
+      }
     }
     swizzle_case(f, 300, 520, BC_ROWWISE);
     swizzle_case(f, 300, 520, BC_COLUMNWISE);
