@@ -545,6 +545,22 @@ static __device__ __forceinline__ u32 bc_pair_order(u32 p) {
 //    e.g. e2m1): the magnitude bits placed at the top of an fp16's exponent and mantissa are the
 //    element's value times 2^(BIAS - 15), subnormals included; two fp16 converts and one exact
 //    power-of-two multiply each instead of the generic decode.
+#if BC_ELEM_F16_PLACE
+// BC_ELEM_F16_PLACE: the two codes' magnitude bits placed at the top of fp16 exponents and
+// mantissas, as fp32: the elements' values times 2^(BIAS - 15), exactly (bc_decode2 multiplies
+// by BC_ELEM_F16_UP; a caller may fold that power of two into its own factor).
+#define BC_ELEM_F16_UP __uint_as_float((u32)(127 + 15 - BC_ELEM_BIAS) << 23)
+static __device__ __forceinline__ void bc_decode2_placed(u32 c2, float *a, float *b) {
+  const u32 mag = (1u << (BC_ELEM_BITS - BC_ELEM_SIGNED)) - 1u;
+  u32 h2 = ((c2 & mag) << (10 - BC_ELEM_MBITS)) | (((c2 >> BC_ELEM_BITS) & mag) << (26 - BC_ELEM_MBITS));
+#if BC_ELEM_SIGNED
+  h2 |= ((c2 >> (BC_ELEM_BITS - 1)) & 1u) << 15 | ((c2 >> (2 * BC_ELEM_BITS - 1)) & 1u) << 31;
+#endif
+  *a = bc_f32_from_f16((u16)(h2 & 0xFFFFu));
+  *b = bc_f32_from_f16((u16)(h2 >> 16));
+}
+#endif
+
 static __device__ __forceinline__ void bc_decode2(u32 c2, float *a, float *b) {
 #if BC_ELEM_HW_CVT && BC_ELEM_F16_EXACT && BC_ELEM_BITS == 8
   u32 h2;
@@ -552,14 +568,9 @@ static __device__ __forceinline__ void bc_decode2(u32 c2, float *a, float *b) {
   *a = bc_f32_from_f16((u16)(h2 & 0xFFFFu));
   *b = bc_f32_from_f16((u16)(h2 >> 16));
 #elif BC_ELEM_F16_PLACE
-  const u32 mag = (1u << (BC_ELEM_BITS - BC_ELEM_SIGNED)) - 1u;
-  u32 h2 = ((c2 & mag) << (10 - BC_ELEM_MBITS)) | (((c2 >> BC_ELEM_BITS) & mag) << (26 - BC_ELEM_MBITS));
-#if BC_ELEM_SIGNED
-  h2 |= ((c2 >> (BC_ELEM_BITS - 1)) & 1u) << 15 | ((c2 >> (2 * BC_ELEM_BITS - 1)) & 1u) << 31;
-#endif
-  const float up = __uint_as_float((u32)(127 + 15 - BC_ELEM_BIAS) << 23);
-  *a = __fmul_rn(bc_f32_from_f16((u16)(h2 & 0xFFFFu)), up);
-  *b = __fmul_rn(bc_f32_from_f16((u16)(h2 >> 16)), up);
+  bc_decode2_placed(c2, a, b);
+  *a = __fmul_rn(*a, BC_ELEM_F16_UP);
+  *b = __fmul_rn(*b, BC_ELEM_F16_UP);
 #else
   const u32 m = (1u << BC_ELEM_BITS) - 1u;
   *a = bc_decode(c2 & m);

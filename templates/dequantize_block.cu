@@ -173,6 +173,42 @@ static __device__ __forceinline__ void bc_dq_convert(const u32 *w, F factor_of, 
 #endif
 }
 
+#if BC_SLOT_SCALES == 1 && BC_ELEM_F16_PLACE
+// The plain slot (elements without NaN or Inf codes, decoded by placing their bits in an fp16):
+// when the slot's factor f0 is finite and at most 2^(127 - k) (BC_ELEM_F16_UP = 2^k, k >= 8) and
+// the two-level factor ts.dec is finite, f0 * 2^k is exact, so decode's power of two folds into
+// the factor (the same products, rounded once, as bc_dq_convert's) and no product can be NaN
+// (finite times finite), so the NaN canonicalization of the output goes: about a third of the
+// slot's instructions (ncu, MXFP6 rowwise dequantize: 22 instructions an element).
+#define BC_DQ_FOLD_MAX __uint_as_float((u32)(254 - (15 - BC_ELEM_BIAS)) << 23)
+static __device__ __forceinline__ bool bc_dq_plain(float f0, bool dec_finite) { return f0 <= BC_DQ_FOLD_MAX && dec_finite; }
+static __device__ __forceinline__ void bc_dq_convert_plain(const u32 *w, float f0, const bc_tensor_scale &ts, u32 *h) {
+  const float fu = __fmul_rn(f0, BC_ELEM_F16_UP);
+  float f[BC_SLOT];
+#pragma unroll
+  for (int j = 0; j < BC_SLOT; j += 2) {
+    bc_decode2_placed(bc_dq_pair(w, j), &f[j], &f[j + 1]);
+    f[j] = bc_dq_value(f[j], fu, ts);
+    f[j + 1] = bc_dq_value(f[j + 1], fu, ts);
+  }
+#if BC_DTYPE == 0
+#pragma unroll
+  for (int j = 0; j < BC_SLOT; j++) h[j] = __float_as_uint(f[j]);
+#else
+#pragma unroll
+  for (int j = 0; j < BC_SLOT / 2; j++) {
+#if BC_ARCH >= 80 && BC_DTYPE == 1
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(h[j]) : "f"(f[2 * j + 1]), "f"(f[2 * j]));
+#elif BC_ARCH >= 80
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(h[j]) : "f"(f[2 * j + 1]), "f"(f[2 * j]));
+#else
+    h[j] = bc_pack2_hp(f[2 * j], f[2 * j + 1]);
+#endif
+  }
+#endif
+}
+#endif
+
 // A converted slot as aligned vector stores.
 static __device__ __forceinline__ void bc_dq_store_vec(BC_DTYPE_T *__restrict__ dst, const u32 *h) {
   *(uint4 *)dst = make_uint4(h[0], h[1], h[2], h[3]);
@@ -205,6 +241,9 @@ ${KERNEL}(const u8 *__restrict__ q, i64 drows, i64 dcols, const void *__restrict
   const i64 full = dcols / BC_SLOT, slots = (dcols + BC_SLOT - 1) / BC_SLOT;
   const i64 base = (i64)BC_BID.x * BC_UNROLL * BC_THREADS + threadIdx.x;
   const i64 step = bc_dq_step(sl);
+#if BC_SLOT_SCALES == 1 && BC_ELEM_F16_PLACE
+  const bool dec_finite = __fsub_rn(ts.dec, ts.dec) == 0.0f;
+#endif
 #pragma unroll 1
   for (i64 dr = BC_BID.y; dr < drows; dr += BC_GDIM.y) {
     const u8 *qrow = q + dr * row_bytes;
@@ -236,7 +275,11 @@ ${KERNEL}(const u8 *__restrict__ q, i64 drows, i64 dcols, const void *__restrict
       u32 h[BC_SLOT_OUT_WORDS];
 #if BC_SLOT_SCALES == 1
       const float f0 = bc_scale_dec(sc[u][0]);
-      bc_dq_convert(w[u], [=](int) { return f0; }, ts, h);
+#if BC_ELEM_F16_PLACE
+      if (bc_dq_plain(f0, dec_finite)) bc_dq_convert_plain(w[u], f0, ts, h);
+      else
+#endif
+        bc_dq_convert(w[u], [=](int) { return f0; }, ts, h);
 #elif BC_SC_WORDS == 2 && (BC_RULE == 1 || BC_RULE == 2)
       // e8m0 entries (a slot's 8, packed): when none is 0 (2^-127) or 255 (NaN), each factor is
       // its byte moved to fp32's exponent field, 2 instructions instead of bc_e8m0_dec's 5 and

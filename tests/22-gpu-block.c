@@ -233,9 +233,11 @@ static void deq_stride_case_s(const bc_format *f, bc_dtype dt, int64_t rows, int
 static void deq_stride_case(const bc_format *f, bc_dtype dt, int64_t rows, int64_t cols, int64_t extra) {
   deq_stride_case_s(f, dt, rows, cols, extra, 0);
 }
-/* rand_scales (e8m0 formats): the scale entries replaced by random bytes, 0 (2^-127) and 255 (NaN)
- * among them at a rate that leaves most slots of 8 entries without one (the dequantize's fast
- * decode) and some with (its general decode) */
+/* rand_scales (one-byte scales): the scale entries replaced by random bytes over the whole range
+ * of the scale type, its extremes among them at a rate that leaves most slots of 8 entries without
+ * one (the dequantize's fast paths) and some with (its general ones): e8m0 (rand_scales 1) 1 to 254
+ * (factors up to 2^127: above the fold limit of the 4- and 6-bit fast path), 0 (2^-127) and 255
+ * (NaN); ue4m3 (rand_scales 2) 1 to 126, 0 and 127 (NaN) */
 static void deq_stride_case_s(const bc_format *f, bc_dtype dt, int64_t rows, int64_t cols, int64_t extra, int rand_scales) {
   size_t es = bc_dtype_size(dt), n = (size_t)(rows * cols);
   void *h = malloc(n * es);
@@ -258,8 +260,8 @@ static void deq_stride_case_s(const bc_format *f, bc_dtype dt, int64_t rows, int
       uint8_t *b = malloc(ss[d]->lay.scale_bytes);
       for (size_t i = 0; i < ss[d]->lay.scale_bytes; i++) {
         z ^= z << 13, z ^= z >> 7, z ^= z << 17;
-        unsigned v = (unsigned)(z >> 32) % 1024u;
-        b[i] = v == 0 ? 0 : v == 1 ? 255 : (uint8_t)(97 + v % 60); /* 2^-30 .. 2^29 otherwise */
+        unsigned v = (unsigned)(z >> 32) % 1024u, top = rand_scales == 1 ? 255 : 127;
+        b[i] = v == 0 ? 0 : v == 1 ? (uint8_t)top : (uint8_t)(1 + (z >> 8) % (top - 1));
         specials += v < 2;
       }
       CK(cudaMemcpy(ss[d]->d_scale, b, ss[d]->lay.scale_bytes, cudaMemcpyHostToDevice));
@@ -298,8 +300,9 @@ static void deq_stride_case_s(const bc_format *f, bc_dtype dt, int64_t rows, int
   bc_format_get_info(ctx, f, &info);
   ok(good, "%s %s %lldx%lld: dequantize into rows %lld elements longer == reference, gaps untouched%s", info.name,
      bc_dtype_name(dt), (long long)rows, (long long)cols, (long long)extra,
-     rand_scales ? (specials ? ", random scale entries (0 and 255 among them)" : ", random scale entries (NO 0 or 255 drawn)") : "");
-  if (rand_scales && !specials) ok(0, "random scale entries drew no 0 or 255");
+     rand_scales ? (specials ? ", random scale entries (0 and the NaN code among them)" : ", random scale entries (NO 0 or NaN drawn)")
+                 : "");
+  if (rand_scales && !specials) ok(0, "random scale entries drew no 0 or NaN code");
   side_free(&sr);
   side_free(&sc);
   cudaFree(d_in); cudaFree(amax);
@@ -450,9 +453,11 @@ int main(void) {
       deq_stride_case(f, BC_FP32, 256, 512, 1);
       deq_stride_case(f, BC_BF16, SH(info, 81, 84, 84), 84, 4);
       deq_stride_case(f, BC_FP16, SH(info, 65, 66, 68), SH(info, 67, 70, 68), 5);
-      if (!strcmp(info.scale_type, "e8m0")) {
-        deq_stride_case_s(f, BC_BF16, 256, 512, 0, 1);
-        deq_stride_case_s(f, BC_FP32, SH(info, 97, 98, 100), SH(info, 131, 130, 132), 3, 1);
+      int rs = !strcmp(info.scale_type, "e8m0") ? 1 : !strcmp(info.scale_type, "ue4m3") ? 2 : 0;
+      if (rs) {
+        deq_stride_case_s(f, BC_BF16, 256, 512, 0, rs);
+        deq_stride_case_s(f, BC_FP32, SH(info, 97, 98, 100), SH(info, 131, 130, 132), 3, rs);
+        deq_stride_case_s(f, BC_FP16, 128, 256, 0, rs);
       }
     }
     swizzle_case(f, 300, 520, BC_ROWWISE);

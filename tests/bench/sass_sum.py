@@ -6,6 +6,11 @@ import csv
 import sys
 
 rows = list(csv.reader(open(sys.argv[1])))
+# the export may follow the profiled program's own output: start at its header row
+for i, r in enumerate(rows):
+    if r and r[0] in ("Kernel Name", "Address", "# Address"):
+        rows = rows[i:]
+        break
 if rows and rows[0] and rows[0][0] == "Kernel Name":
     rows = rows[1:]
 head = rows[0]
