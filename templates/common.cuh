@@ -84,6 +84,42 @@ static __device__ __forceinline__ u32 bc_pack2_hp(float a, float b) {
 }
 #endif
 
+#if BC_DTYPE != 0
+// bc_pack2_hp without the NaN canonicalization (the conversion's own NaN bits), and the words of
+// such pairs made canonical afterwards: one test for all the words (a half is NaN when its
+// magnitude bits pass the infinity's: adding lim carries it into bit 15; no carry crosses halves),
+// the per-half fix only when one is. The same bits as bc_pack2_hp, a third of its instructions
+// where no NaN occurs.
+static __device__ __forceinline__ u32 bc_pack2_raw(float a, float b) {
+#if BC_ARCH >= 80
+  u32 d;
+#if BC_DTYPE == 1
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(b), "f"(a));
+#else
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(b), "f"(a));
+#endif
+  return d;
+#else
+  return bc_pack2_hp(a, b);
+#endif
+}
+template <int N>
+static __device__ __forceinline__ void bc_canon_nan2(u32 *h) {
+  constexpr u32 lim = BC_DTYPE == 1 ? 0x007F007Fu : 0x03FF03FFu; /* 0x7FFF - 0x7F80, 0x7FFF - 0x7C00 */
+  u32 any = 0u;
+#pragma unroll
+  for (int j = 0; j < N; j++) any |= (h[j] & 0x7FFF7FFFu) + lim;
+  if (any & 0x80008000u) {
+#pragma unroll
+    for (int j = 0; j < N; j++) {
+      const u32 n = ((h[j] & 0x7FFF7FFFu) + lim) & 0x80008000u; /* bit 15 / 31: that half is NaN */
+      const u32 m = (n >> 15) * 0xFFFFu;                         /* its 16 bits */
+      h[j] = (h[j] & ~m) | (0x7FFF7FFFu & m);
+    }
+  }
+}
+#endif
+
 // Store one value as the output dtype (NaN canonical), the same bits as the packed stores.
 static __device__ __forceinline__ void bc_store_hp(BC_DTYPE_T *p, i64 i, float v) {
 #if BC_DTYPE == 0

@@ -169,7 +169,8 @@ static __device__ __forceinline__ void bc_dq_convert(const u32 *w, F factor_of, 
   for (int j = 0; j < BC_SLOT; j++) h[j] = bc_f32_bits_canonical(f[j]);
 #else
 #pragma unroll
-  for (int j = 0; j < BC_SLOT / 2; j++) h[j] = bc_pack2_hp(f[2 * j], f[2 * j + 1]);
+  for (int j = 0; j < BC_SLOT / 2; j++) h[j] = bc_pack2_raw(f[2 * j], f[2 * j + 1]);
+  bc_canon_nan2<BC_SLOT / 2>(h);
 #endif
 }
 
@@ -196,15 +197,7 @@ static __device__ __forceinline__ void bc_dq_convert_plain(const u32 *w, float f
   for (int j = 0; j < BC_SLOT; j++) h[j] = __float_as_uint(f[j]);
 #else
 #pragma unroll
-  for (int j = 0; j < BC_SLOT / 2; j++) {
-#if BC_ARCH >= 80 && BC_DTYPE == 1
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(h[j]) : "f"(f[2 * j + 1]), "f"(f[2 * j]));
-#elif BC_ARCH >= 80
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(h[j]) : "f"(f[2 * j + 1]), "f"(f[2 * j]));
-#else
-    h[j] = bc_pack2_hp(f[2 * j], f[2 * j + 1]);
-#endif
-  }
+  for (int j = 0; j < BC_SLOT / 2; j++) h[j] = bc_pack2_raw(f[2 * j], f[2 * j + 1]);
 #endif
 }
 #endif
