@@ -35,6 +35,14 @@
 #else
 #define BC_SLOT_SCALES BC_SLOT
 #endif
+// data rows the by-row kernel takes as a group: untransposed columnwise data (view blocks of
+// BC_VBC data rows down a column; groups start at multiples of 4) reuses a slot's 8 scale
+// entries for 4 rows (the host launches a quarter of the block rows: runtime/ops/bc_ops.c)
+#if !BC_DATA_IS_VIEW && BC_VBC % 4 == 0
+#define BC_DQ_ROWS 4
+#else
+#define BC_DQ_ROWS 1
+#endif
 
 // The scale entry of data element (dr, dc).
 static __device__ __forceinline__ i64 bc_dq_off(const bc_sl &sl, i64 dr, i64 dc) {
@@ -237,11 +245,16 @@ ${KERNEL}(const u8 *__restrict__ q, i64 drows, i64 dcols, const void *__restrict
 #if BC_SLOT_SCALES == 1 && BC_ELEM_F16_PLACE
   const bool dec_finite = __fsub_rn(ts.dec, ts.dec) == 0.0f;
 #endif
+  // y: groups of BC_DQ_ROWS consecutive data rows (block row y takes groups y, y + gdim.y, ...);
+  // a group's rows share their scale entries, loaded with its first row
+  u32 sc[BC_UNROLL][BC_SC_WORDS];
 #pragma unroll 1
-  for (i64 dr = BC_BID.y; dr < drows; dr += BC_GDIM.y) {
+  for (i64 dr = (i64)BC_BID.y * BC_DQ_ROWS; dr < drows;
+       dr += dr % BC_DQ_ROWS == BC_DQ_ROWS - 1 ? 1 + ((i64)BC_GDIM.y - 1) * BC_DQ_ROWS : 1) {
+    const bool first = dr % BC_DQ_ROWS == 0;
     const u8 *qrow = q + dr * row_bytes;
     BC_DTYPE_T *orow = out + dr * ld;
-    u32 w[BC_UNROLL][BC_SLOT_WORDS], sc[BC_UNROLL][BC_SC_WORDS];
+    u32 w[BC_UNROLL][BC_SLOT_WORDS];
 #pragma unroll
     for (int u = 0; u < BC_UNROLL; u++) {
       const i64 s = base + (i64)u * BC_THREADS;
@@ -255,11 +268,13 @@ ${KERNEL}(const u8 *__restrict__ q, i64 drows, i64 dcols, const void *__restrict
 #pragma unroll
         for (int i = 0; i < BC_SLOT_BYTES; i++) w[u][i >> 2] |= (u32)src[i] << (8 * (i & 3));
       }
+      if (first) {
 #if BC_SLOT_SCALES == 1
-      sc[u][0] = bc_dq_scale_bits(scale, bc_dq_off(sl, dr, s * BC_SLOT));
+        sc[u][0] = bc_dq_scale_bits(scale, bc_dq_off(sl, dr, s * BC_SLOT));
 #else
-      bc_dq_scales8(scale, sl, dr, s * BC_SLOT, step, sc[u]);
+        bc_dq_scales8(scale, sl, dr, s * BC_SLOT, step, sc[u]);
 #endif
+      }
     }
 #pragma unroll
     for (int u = 0; u < BC_UNROLL; u++) {

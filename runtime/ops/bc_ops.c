@@ -440,10 +440,12 @@ static bc_status block_dequantize(bc_ctx *ctx, bci_sink *sink, const bc_qtensor 
   if (gxx > 0x7FFFFFFF)
     return bci_fail(ctx, BC_ERR_UNSUPPORTED, "bc_dequantize: [%lld, %lld] needs %lld blocks, more than one launch holds (2^31 - 1)",
                     (long long)drows, (long long)dcols, (long long)gxx);
-  /* by row: one block row per data row up to 65535 (the kernel strides over the rest); in a
-   * list, a quarter as many, each block taking ~4 rows, so that the item lookup of a list block
-   * (two dependent loads) is paid once for several short rows */
-  int64_t want_y = sink && drows >= 4 * 264 ? (drows + 3) / 4 : drows;
+  /* by row: one block row per group of data rows (1 row, or 4 sharing their scale entries for
+   * untransposed columnwise data) up to 65535 (the kernel strides over the rest); in a list, a
+   * quarter as many, each block taking ~4 groups, so that the item lookup of a list block (two
+   * dependent loads) is paid once for several short rows */
+  int64_t rows_y = g.data_is_view || g.vbc % 4 ? 1 : 4; /* dequantize_block.cu: BC_DQ_ROWS */
+  int64_t groups = (drows + rows_y - 1) / rows_y, want_y = sink && groups >= 4 * 264 ? (groups + 3) / 4 : groups;
   unsigned gx = (unsigned)gxx, gy = flat ? 1 : umin64(want_y, 65535);
   void *o = out->data;
   const float *gamax = q->amax;
