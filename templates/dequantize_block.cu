@@ -188,17 +188,19 @@ static __device__ __forceinline__ void bc_dq_convert(const u32 *w, F factor_of, 
 // the two-level factor ts.dec is finite, f0 * 2^k is exact, so decode's power of two folds into
 // the factor (the same products, rounded once, as bc_dq_convert's) and no product can be NaN
 // (finite times finite), so the NaN canonicalization of the output goes: about a third of the
-// slot's instructions (ncu, MXFP6 rowwise dequantize: 22 instructions an element).
+// slot's instructions (ncu, MXFP6 rowwise dequantize: 22 instructions an element). Both kernels
+// take it (flat: when both of the slot's factors are plain).
 #define BC_DQ_FOLD_MAX __uint_as_float((u32)(254 - (15 - BC_ELEM_BIAS)) << 23)
 static __device__ __forceinline__ bool bc_dq_plain(float f0, bool dec_finite) { return f0 <= BC_DQ_FOLD_MAX && dec_finite; }
-static __device__ __forceinline__ void bc_dq_convert_plain(const u32 *w, float f0, const bc_tensor_scale &ts, u32 *h) {
-  const float fu = __fmul_rn(f0, BC_ELEM_F16_UP);
+// (folded_of(j): element j's factor times BC_ELEM_F16_UP, every factor of the slot plain)
+template <class F>
+static __device__ __forceinline__ void bc_dq_convert_plain(const u32 *w, F folded_of, const bc_tensor_scale &ts, u32 *h) {
   float f[BC_SLOT];
 #pragma unroll
   for (int j = 0; j < BC_SLOT; j += 2) {
     bc_decode2_placed(bc_dq_pair(w, j), &f[j], &f[j + 1]);
-    f[j] = bc_dq_value(f[j], fu, ts);
-    f[j + 1] = bc_dq_value(f[j + 1], fu, ts);
+    f[j] = bc_dq_value(f[j], folded_of(j), ts);
+    f[j + 1] = bc_dq_value(f[j + 1], folded_of(j + 1), ts);
   }
 #if BC_DTYPE == 0
 #pragma unroll
@@ -284,8 +286,10 @@ ${KERNEL}(const u8 *__restrict__ q, i64 drows, i64 dcols, const void *__restrict
 #if BC_SLOT_SCALES == 1
       const float f0 = bc_scale_dec(sc[u][0]);
 #if BC_ELEM_F16_PLACE
-      if (bc_dq_plain(f0, dec_finite)) bc_dq_convert_plain(w[u], f0, ts, h);
-      else
+      if (bc_dq_plain(f0, dec_finite)) {
+        const float fu = __fmul_rn(f0, BC_ELEM_F16_UP);
+        bc_dq_convert_plain(w[u], [=](int) { return fu; }, ts, h);
+      } else
 #endif
         bc_dq_convert(w[u], [=](int) { return f0; }, ts, h);
 #elif BC_SC_WORDS == 2 && (BC_RULE == 1 || BC_RULE == 2)
@@ -350,6 +354,9 @@ ${KERNEL}(const u8 *__restrict__ q, i64 drows, i64 dcols, const void *__restrict
   const double inv = 1.0 / (double)dcols;
   const i64 base = (i64)BC_BID.x * BC_UNROLL * BC_THREADS + threadIdx.x;
   const i64 step = bc_dq_step(sl);
+#if BC_SLOT_SCALES == 1 && BC_ELEM_F16_PLACE
+  const bool dec_finite = __fsub_rn(ts.dec, ts.dec) == 0.0f;
+#endif
   u32 w[BC_UNROLL][BC_SLOT_WORDS], sc[BC_UNROLL][BC_SLOT_SCALES == 1 ? 2 : BC_SC_WORDS];
 #if BC_SLOT_SCALES == 1
   int cut[BC_UNROLL]; // elements from cut on take sc[u][1] (the row's next block)
@@ -389,7 +396,15 @@ ${KERNEL}(const u8 *__restrict__ q, i64 drows, i64 dcols, const void *__restrict
 #if BC_SLOT_SCALES == 1
     const float f0 = bc_scale_dec(sc[u][0]), f1 = bc_scale_dec(sc[u][1]);
     const int cu = cut[u];
-    bc_dq_flat_slot(out, s, w[u], [=](int j) { return j < cu ? f0 : f1; }, ts);
+#if BC_ELEM_F16_PLACE
+    if (bc_dq_plain(f0, dec_finite) && bc_dq_plain(f1, dec_finite)) {
+      const float fu0 = __fmul_rn(f0, BC_ELEM_F16_UP), fu1 = __fmul_rn(f1, BC_ELEM_F16_UP);
+      u32 h[BC_SLOT_OUT_WORDS];
+      bc_dq_convert_plain(w[u], [=](int j) { return j < cu ? fu0 : fu1; }, ts, h);
+      bc_dq_store_vec(out + s * BC_SLOT, h);
+    } else
+#endif
+      bc_dq_flat_slot(out, s, w[u], [=](int j) { return j < cu ? f0 : f1; }, ts);
 #else
     const u32 *su = sc[u];
     bc_dq_flat_slot(out, s, w[u], [&](int j) { return bc_scale_dec(BC_SC_GET(su, j)); }, ts);
