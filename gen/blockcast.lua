@@ -251,7 +251,8 @@ local TUNING_SCHEMA = {
 -- (their tiles are that tall, with 2D amaxes); quantize_block_4bit_row / _col (optional): block
 -- quantize kernels of 4-bit elements from 16-bit inputs writing one direction only (fp32 inputs
 -- need more registers). quantize_block's values serve where one is absent. quantize_thin
--- (optional): the thin-tensor kernels (quantize_thin.cu); dequantize_block's values serve where absent.
+-- (optional): the thin-tensor kernels (quantize_thin.cu: threads, and unroll = the blocks a team
+-- of lanes has in flight); dequantize_block's values serve where absent.
 local OPTIONAL_FAMILIES = { quantize_block_2d = true, quantize_block_4bit_row = true, quantize_block_4bit_col = true,
                             quantize_thin = true }
 local TUNING_PARAMS = {

@@ -821,6 +821,90 @@ static __device__ __forceinline__ void bc_sl_pad_zero(const bc_sl &sl, void *sca
   if (bytes == 4) ((u32 *)scale)[off] = 0u; else ((u8 *)scale)[off] = 0u;
 }
 
+// The same padding in two parts, without an entry-by-entry enumeration (quantize_thin.cu, where
+// a [1, 4096] tensor's 128 MXFP8 scales carry 16256 padding entries):
+// - the side: the padding after the last valid entry of a stored row (compact order 0 and the
+//   swizzle: the logical row's padding columns; order 1: a stored row is a logical column, its
+//   padding the logical rows past lrows). Zeroed by whoever writes that last entry (bc_sl_last,
+//   bc_sl_zero_side): compact, a contiguous byte range that a team of lanes shares in 16-byte
+//   pieces; swizzled, at most 3 entries of the row's last 4-column group.
+// - the tail: the stored rows past the valid ones. Compact: one contiguous byte range, zeroed in
+//   aligned 16-byte pieces. Swizzled: the logical rows past lrows, all in the last 128-row band:
+//   a piece is one row slot of an atom (16 entries: rows s, s + 32, s + 64, s + 96 of the band,
+//   4 columns each), each of its 4-entry groups zeroed where its row is padding.
+// Side + tail = every padding entry, once (bc_sl_pad_count).
+// Pieces of the byte range [a, b) of a buffer: the aligned 16-byte windows it meets (the first
+// and last partial ones byte by byte).
+static __device__ __forceinline__ i64 bc_range_pieces(const void *base, i64 a, i64 b) {
+  const unsigned long long p = (unsigned long long)base;
+  return a < b ? (i64)(((p + b + 15) >> 4) - ((p + a) >> 4)) : 0;
+}
+static __device__ __forceinline__ void bc_range_zero_piece(void *base, i64 a, i64 b, i64 i) {
+  const unsigned long long p = (unsigned long long)base, w = (((p + a) >> 4) + (unsigned long long)i) << 4;
+  const unsigned long long lo = w > p + a ? w : p + a, hi = w + 16 < p + b ? w + 16 : p + b;
+  if (lo == w && hi == w + 16) {
+    *(uint4 *)w = make_uint4(0u, 0u, 0u, 0u);
+  } else {
+#pragma unroll 1
+    for (unsigned long long q = lo; q < hi; q++) *(u8 *)q = 0;
+  }
+}
+static __device__ __forceinline__ bool bc_sl_last(const bc_sl &sl, i64 r, i64 c) {
+  return sl.order == 1 ? r == sl.lrows - 1 : c == sl.lcols - 1;
+}
+// the side of entry (r, c)'s stored row, shared by lanes `lane` of `tl`
+static __device__ __forceinline__ void bc_sl_zero_side(const bc_sl &sl, void *scale, int bytes, i64 r, i64 c, int lane, int tl) {
+  if (sl.order == 2) {
+    if (lane == 0)
+#pragma unroll 1
+      for (i64 k = sl.lcols; k < sl.pcols; k++) {
+        const i64 off = bc_sl_offset(sl, r, k);
+        if (bytes == 4) ((u32 *)scale)[off] = 0u; else ((u8 *)scale)[off] = 0u;
+      }
+    return;
+  }
+  // a stored row: ld apart, pcols (order 0) or prows (order 1) wide; a window of a larger layout
+  // (the shard cast's interior: its own extent as padded extent, the larger layout's ld) has none
+  const i64 row = sl.order == 0 ? r : c, vt = sl.order == 0 ? sl.lcols : sl.lrows, pt = sl.order == 0 ? sl.pcols : sl.prows;
+  const i64 a = (row * sl.ld + vt) * bytes, b = (row * sl.ld + pt) * bytes;
+#pragma unroll 1
+  for (i64 i = lane, n = bc_range_pieces(scale, a, b); i < n; i += tl) bc_range_zero_piece(scale, a, b, i);
+}
+// compact: the tail's bytes [a, b) from the buffer's start (empty for a window: padded extent =
+// its own; a layout with padding rows is dense, ld = its width)
+static __device__ __forceinline__ void bc_sl_tail_range(const bc_sl &sl, int bytes, i64 &a, i64 &b) {
+  const i64 vs = sl.order == 0 ? sl.lrows : sl.lcols, s = sl.order == 0 ? sl.prows : sl.pcols;
+  a = vs * sl.ld * bytes;
+  b = s > vs ? s * sl.ld * bytes : a;
+}
+static __device__ __forceinline__ i64 bc_sl_tail_pieces(const bc_sl &sl, const void *scale, int bytes) {
+  if (sl.order == 2) return sl.prows > sl.lrows ? (sl.pcols >> 2) * 32 : 0;
+  i64 a, b;
+  bc_sl_tail_range(sl, bytes, a, b);
+  return bc_range_pieces(scale, a, b);
+}
+static __device__ __forceinline__ void bc_sl_zero_tail_piece(const bc_sl &sl, void *scale, int bytes, i64 i) {
+  if (sl.order != 2) {
+    i64 a, b;
+    bc_sl_tail_range(sl, bytes, a, b);
+    bc_range_zero_piece(scale, a, b, i);
+    return;
+  }
+  const i64 band = (sl.prows >> 7) - 1, cg = i >> 5;
+  const int s = (int)(i & 31);
+  u8 *atom = (u8 *)scale + ((band * (sl.pcols >> 2) + cg) * 512 + s * 16) * bytes;
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    if (band * 128 + 32 * j + s < sl.lrows) continue;
+    u8 *g = atom + j * 4 * bytes;  // 4 entries: columns 4 cg .. 4 cg + 3 of the row
+    if (bytes == 4 && ((unsigned long long)g & 15) == 0) *(uint4 *)g = make_uint4(0u, 0u, 0u, 0u);
+    else if (bytes == 1 && ((unsigned long long)g & 3) == 0) *(u32 *)g = 0u;
+    else
+#pragma unroll 1
+      for (int k = 0; k < 4 * bytes; k++) g[k] = 0;
+  }
+}
+
 // Philox4x32-10 (Salmon et al., SC'11): counter c, key k.
 static __device__ __forceinline__ uint4 bc_philox(uint4 c, uint2 k) {
 #pragma unroll

@@ -36,7 +36,10 @@ ${KERNEL}(const bc_list_item *__restrict__ items, int n) {
     hi = min(lo + step, hi);
   }
   const bc_list_item &it = items[lo];
-  const i64 v = b - it.first, gxy = (i64)it.gx * it.gy;
-  const uint3 bid = make_uint3((u32)(v % it.gx), (u32)(v % gxy / it.gx), (u32)(v / gxy));
+  // the block's index in its item's grid: a launch holds fewer than 2^31 blocks, so 32-bit
+  // arithmetic (a 64-bit division is a long call sequence, paid by every block)
+  const u32 v = (u32)(b - it.first);
+  const uint3 bid = it.gy == 1 && it.gz == 1 ? make_uint3(v, 0u, 0u)
+                                             : make_uint3(v % it.gx, v / it.gx % it.gy, v / (it.gx * it.gy));
   bc_list_body(${CALL_ARGS}, bid, make_uint3(it.gx, it.gy, it.gz));
 }

@@ -445,6 +445,11 @@ int main(void) {
       o.deq = 1;
       run_case(f, BC_BF16, SH(info, 127, 126, 124), SH(info, 129, 130, 132), dirs, o, NULL);
       run_case(f, BC_FP32, 256, 512, dirs, o, NULL);
+      /* thin tensors (quantize_thin.cu) with swizzled scales: their padding's tail and side */
+      if (info.block == BC_BLOCK_1D)
+        for (int si = 7; si < ns; si++)
+          run_case(f, BC_BF16, SH(info, shapes8[si][0], shapes4[si][0], shapes6[si][0]), SH(info, shapes8[si][1], shapes4[si][1], shapes6[si][1]),
+                   dirs, o, NULL);
     }
     /* strided outputs: aligned codes + unaligned output rows, unaligned codes + aligned output
      * rows with a short last slot, both unaligned */

@@ -235,10 +235,19 @@ static bc_status block_dir(bc_ctx *ctx, const char *fn, const bc_qtensor *q, bc_
   return BC_OK;
 }
 
+/* 16-byte pieces of a scale layout's tail (the stored rows past the valid ones; common.cuh:
+ * bc_sl_tail_pieces), for the grid's size: compact, the tail's bytes / 16 and the two partial
+ * pieces at most; swizzled, a piece per row slot of each atom of the last band */
+static int64_t sl_tail_pieces(const bci_sl *sl, int bytes) {
+  if (sl->order == 2) return sl->prows > sl->lrows ? sl->pcols / 4 * 32 : 0;
+  int64_t vs = sl->order == 0 ? sl->lrows : sl->lcols, st = sl->order == 0 ? sl->prows : sl->pcols;
+  return st > vs ? (st - vs) * sl->ld * bytes / 16 + 2 : 0;
+}
+
 /* One direction of a thin tensor (templates/quantize_thin.cu): a team of lanes per block of the
  * view (a power of two, about as many as a block holds packing groups, at most 32: one lane for
- * the one-element blocks of a [4096, 1] tensor's rows), then the direction's scale padding, up to
- * 32 entries a thread; grid-stride. */
+ * the one-element blocks of a [4096, 1] tensor's rows), `unroll` blocks a team (loaded
+ * together); the scale padding's tail up to 4 pieces a thread; grid-stride. */
 static bc_status thin_launch(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, int64_t ld, const bc_qtensor *q, bc_direction dir,
                              const bci_geom *g, int64_t dld, void *stream) {
   const bc_format *f = q->format;
@@ -251,8 +260,9 @@ static bc_status thin_launch(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, in
   int64_t groups = ((vcols < tb ? vcols : tb) + ge - 1) / ge;
   int tl = 1;
   while (tl < 32 && tl < groups) tl *= 2;
-  int64_t nblocks = vrows * ((vcols + tb - 1) / tb), npad = sl_pad_count(&g->sl);
-  int64_t work = nblocks * tl > (npad + 31) / 32 ? nblocks * tl : (npad + 31) / 32, threads = k->launch.threads;
+  int64_t nblocks = vrows * ((vcols + tb - 1) / tb), per_team = k->launch.unroll; /* quantize_thin.cu: BC_THIN_U */
+  int64_t pieces = (sl_tail_pieces(&g->sl, f->scale_bytes) + 3) / 4, teams = (nblocks + per_team - 1) / per_team;
+  int64_t work = teams * tl > pieces ? teams * tl : pieces, threads = k->launch.threads;
   int64_t blocks = (work + threads - 1) / threads;
   if (blocks > 65536) blocks = 65536;
   const void *in = x->data;
@@ -424,12 +434,14 @@ static bc_status block_dequantize(bc_ctx *ctx, bci_sink *sink, const bc_qtensor 
   /* templates/dequantize_block.cu: slots of 8 elements, L->unroll slots per thread along a row;
    * vector loads of a slot's codes and 16-byte stores where the rows are aligned for them. A
    * contiguous output whose rows are not aligned is cut into slots flat (over the whole tensor),
-   * which are all aligned (the __flat kernel, one 1D grid over the tensor's slots) */
+   * which are all aligned (the __flat kernel, one 1D grid over the tensor's slots); so is a
+   * contiguous output of rows shorter than a warp's 32 slots (a 64x64 tensor: the row kernel's
+   * block rows would each hold 8 slots, one block per row) */
   int64_t slot_bytes = 8 * f->elem.bits / 8, unit = slot_bytes & -slot_bytes; /* loads of a slot: 6 bytes as 3 x 2 */
   int64_t drows = g.drows, dcols = g.dcols;
   int q_vec = bci_aligned(data, (size_t)unit) && (dcols * f->elem.bits / 8) % unit == 0;
   int out_vec = bci_aligned(out->data, 16) && ((size_t)ld * bc_dtype_size(out->dtype)) % 16 == 0;
-  int flat = (!q_vec || !out_vec) && ld == dcols && bci_aligned(data, (size_t)unit) && bci_aligned(out->data, 16);
+  int flat = (!q_vec || !out_vec || dcols < 8 * 32) && ld == dcols && bci_aligned(data, (size_t)unit) && bci_aligned(out->data, 16);
   const bci_kernel *k;
   s = bci_kernel_getf(ctx, &k, "bc_dequantize_%s__%s__%s%s", f->name, bc_dtype_name(out->dtype), dir == BC_ROWWISE ? "row" : "col",
                  flat ? "_flat" : "");

@@ -1,7 +1,9 @@
 /* bench_list: list calls on 1,000 tensors shaped like a transformer's weights and activations,
  * against the same work as one loop of single calls and as one kernel over a single tensor of
  * the same total size ([ceil(total / 4096), 4096]).
- *   bench_list [--reps N]
+ *   bench_list [--reps N] [--case I[,I...]]
+ * --case runs only the listed rows of the table (0-based, in the table's order; for profiling one
+ * list with ncu).
  * The list: 8 x 4096x4096, 4 x 4096x11008, 4 x 11008x4096, 328 x 4096x1, 328 x 1x4096,
  * 328 x 64x64, bf16 (4-bit formats: 4096x2 instead of 4096x1, which they cannot hold).
  * Per family and format:
@@ -185,8 +187,15 @@ static void teardown(setup *S) {
 }
 
 int main(int argc, char **argv) {
-  for (int i = 1; i < argc; i++)
+  const char *only = NULL;
+  for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--case") && i + 1 < argc) only = argv[++i];
+    else {
+      fprintf(stderr, "bench_list: unknown argument '%s' (expected --reps N, --case I[,I...])\n", argv[i]);
+      return 2;
+    }
+  }
   gpu_init_or_skip();
   if (bc_ctx_create(&ctx, NULL, 0) != BC_OK) return 1;
   printf("# bench_list on %s, %d tensors, bf16; device times are medians of %d batches of %d calls\n", gpu_name(), N, reps, BATCH);
@@ -243,6 +252,12 @@ int main(int argc, char **argv) {
   };
   int failed = 0;
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    if (only) {
+      int hit = 0;
+      for (const char *p = only; *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : p + strlen(p))
+        if (atoi(p) == (int)c) hit = 1;
+      if (!hit) continue;
+    }
     const bc_format *f;
     if (bc_format_get(ctx, cases[c].fmt, &f) != BC_OK) { printf("# no format %s\n", cases[c].fmt); continue; }
     bc_format_info fi;
