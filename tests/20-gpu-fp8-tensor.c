@@ -126,7 +126,8 @@ int main(void) {
   const int quick = getenv("BC_TEST_QUICK") != NULL;
   if (quick) diag("BC_TEST_QUICK: shapes up to 1024x4096");
   const char *fmts[] = { "fp8_e4m3_tensor", "fp8_e5m2_tensor" };
-  int64_t shapes[][2] = { { 1, 1 }, { 1, 7 }, { 3, 17 }, { 127, 129 }, { 64, 64 }, { 1024, 4096 }, { 8192, 8192 } };
+  int64_t shapes[][2] = { { 1, 1 }, { 1, 7 }, { 7, 1 }, { 4096, 1 }, { 1, 4099 }, { 3, 17 }, { 127, 129 }, { 64, 64 }, { 1024, 4096 },
+                          { 8192, 8192 } };
   for (int fi = 0; fi < 2; fi++) {
     const bc_format *f;
     bc_format_get(ctx, fmts[fi], &f);
@@ -144,13 +145,58 @@ int main(void) {
           }
         }
       }
-      /* strided (non-contiguous) inputs: misaligned stride and a 16-byte aligned one */
+      /* strided (non-contiguous) inputs: misaligned stride and a 16-byte aligned one; a strided
+       * column (its both directions: two row casts) */
       for (int dirs = 1; dirs <= 3; dirs++) {
         run_case(f, (bc_dtype)dt, 127, 129, 133, dirs, 0, 1, 1);
         run_case(f, (bc_dtype)dt, 64, 128, 192, dirs, 0, 1, 0);
+        run_case(f, (bc_dtype)dt, 301, 1, 3, dirs, 0, 1, 1);
       }
     }
   }
+  /* Launches: a one-column tensor's two directions are row casts (templates/quantize_row.cu)
+   * starting at the same stage, not the tile kernel: one more launch alone, the same count in a
+   * list (the two casts are one group) */
+  {
+    const bc_format *f;
+    bc_format_get(ctx, "fp8_e4m3_tensor", &f);
+    const int64_t shp[2][2] = { { 4096, 1 }, { 64, 64 } };
+    uint64_t one[2], list[2];
+    for (int k = 0; k < 2; k++) {
+      bc_tensor x[3];
+      bc_qtensor q[3];
+      char *buf = dmalloc(3 * (4096 * 4 + 64));
+      for (int i = 0; i < 3; i++) {
+        char *b = buf + i * (4096 * 4 + 64);
+        x[i] = (bc_tensor){ b, BC_BF16, shp[k][0], shp[k][1], 0 };
+        memset(&q[i], 0, sizeof q[i]);
+        q[i].format = f;
+        q[i].rows = shp[k][0];
+        q[i].cols = shp[k][1];
+        q[i].rowwise_data = b + 8192;
+        q[i].columnwise_data = b + 12288;
+        q[i].amax = (float *)(b + 16384);
+        q[i].scale = (float *)(b + 16384 + 16);
+        q[i].rowwise_scale_inv = (float *)(b + 16384 + 32);
+        q[i].columnwise_scale_inv = (float *)(b + 16384 + 48);
+      }
+      CK(cudaMemset(buf, 0, 3 * (4096 * 4 + 64)));
+      bc_stats a, b, c;
+      bc_get_stats(ctx, &a);
+      bc_status s1 = bc_quantize(ctx, &x[0], &q[0], NULL);
+      bc_get_stats(ctx, &b);
+      bc_status s2 = bc_quantize_list(ctx, 3, x, q, NULL);
+      bc_get_stats(ctx, &c);
+      CK(cudaDeviceSynchronize());
+      one[k] = s1 == BC_OK ? b.launches - a.launches : 0;
+      list[k] = s2 == BC_OK ? c.launches - b.launches : 0;
+      CK(cudaFree(buf));
+    }
+    ok(one[0] == one[1] + 1 && list[0] == list[1] && list[1] > 0,
+       "[4096, 1] both directions: two row casts (%llu launches alone, %llu in a list of 3) where [64, 64] takes the tile kernel "
+       "(%llu, %llu)", (unsigned long long)one[0], (unsigned long long)list[0], (unsigned long long)one[1], (unsigned long long)list[1]);
+  }
+
   bc_stats st;
   bc_get_stats(ctx, &st);
   is_int(st.nvrtc_compiles, 0, "built-in formats used AOT kernels only: no NVRTC call (%llu AOT kernels loaded)",

@@ -23,6 +23,7 @@
 
 #define BCI_LIST_CHUNKS 16
 #define BCI_MAX_BLOCKS 0x7FFFFFFFLL
+#define SMALL_ITEM 16 /* blocks */
 
 typedef struct chunk {
   void *host;
@@ -295,8 +296,14 @@ static bc_status flush(bc_ctx *ctx, const char *fn, void *stream) {
   if (s != BC_OK) return s;
   size_t *cur_seg = st->cur_seg;
   for (size_t g = 0; g < st->ngroups; g++) cur_seg[g] = (size_t)-1;
-  for (size_t i = 0; i < sk->n; i++) {
+  /* small items first (two passes: up to SMALL_ITEM blocks, then the rest): a launch's first
+   * blocks are dispatched first, so the short latency-bound blocks of small tensors run beside
+   * the large tensors' bandwidth-bound ones instead of forming the launch's tail (items of a
+   * group are independent: any order gives the same bits) */
+  for (size_t pass = 0; pass < 2 * sk->n; pass++) {
+    const size_t i = pass % sk->n;
     const bci_rec *r = &sk->recs[i];
+    if ((rec_blocks(r) <= SMALL_ITEM) != (pass < sk->n)) continue;
     size_t g = st->rec_group[i];
     group *G = &st->groups[g];
     segment *sg = cur_seg[g] == (size_t)-1 ? NULL : &st->segs[cur_seg[g]];

@@ -72,9 +72,12 @@ static bc_status amax_fold(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, int6
   int64_t slots = (cols + L->vec - 1) / L->vec;
   unsigned gy = umin64(rows, 65535);
   int64_t want = (slots + (int64_t)L->threads * L->unroll - 1) / ((int64_t)L->threads * L->unroll);
-  /* one wave (in a list too: 8 waves a tensor measured slower, 1.77x against 1.28x of one
-   * kernel over the same bytes, the atomics of the extra blocks on one word per tensor) */
-  int64_t cap = (int64_t)sm_count(ctx) * L->blocks_per_sm;
+  /* one wave alone (8 waves a tensor measured slower in a list, 1.77x against 1.28x of one
+   * kernel over the same bytes, the atomics of the extra blocks on one word per tensor); in a
+   * list one block per SM a tensor: the tensors share the GPU, and each list block pays the
+   * item lookup (two dependent loads) once for 4x the work (a 4096x4096 tensor's blocks had
+   * 64 KB each: the lookup was ~20% of a block's time) */
+  int64_t cap = (int64_t)sm_count(ctx) * (sink ? 1 : L->blocks_per_sm);
   cap = cap / gy > 0 ? cap / gy : 1;
   unsigned gx = umin64(want, cap);
   void *data = x->data;
@@ -200,6 +203,23 @@ static bc_status cast_launch(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, in
     }
     bci_arg args[] = { BCI_ARG(in), BCI_ARG(rows), BCI_ARG(cols), BCI_ARG(ld), BCI_ARG(c0), BCI_ARG(scale), BCI_ARG(out), BCI_ARG(si) };
     return launch_elems(ctx, sink, ke, rows, cols, c0, stream, args, 8);
+  }
+  if (rows == 1 || cols == 1) {
+    /* one row or one column: the transpose holds the same elements in the same order, so each
+     * direction is the row cast of the tensor (a [4096, 1] bias would give each of the tile
+     * kernel's 32 tiles one column). Both directions start at the same stage of a list, where
+     * they are one group of the row kernel. */
+    bc_qtensor r = *q;
+    const int st0 = sink ? sink->stage : 0;
+    r.columnwise_data = r.columnwise_scale_inv = NULL;
+    s = q->rowwise_data ? cast_launch(ctx, sink, x, ld, &r, stream) : BC_OK;
+    if (s == BC_OK && q->columnwise_data) {
+      if (sink) sink->stage = st0;
+      r.rowwise_data = q->columnwise_data;
+      r.rowwise_scale_inv = q->columnwise_scale_inv;
+      s = cast_launch(ctx, sink, x, ld, &r, stream);
+    }
+    return s;
   }
   s = bci_kernel_getf(ctx, &k, "bc_quantize_%s__%s__%s", f->name, dt, q->rowwise_data ? "rowcol" : "col");
   if (s != BC_OK) return s;
