@@ -10,10 +10,11 @@
 // grid-stride, a warp's lanes in step (the loop bound is the warp's), BC_THIN_U blocks a team at
 // a time with all their loads issued first (the host sizes the grid for one such step: a tensor
 // of one-element blocks, [4096, 1], pays the list's lookup and the set-up once per 4 elements and
-// its load latency once per 4 blocks). The scale padding: the writer of a stored row's
-// last valid entry zeroes the padding after it, the threads the stored rows past the valid ones
-// in 16-byte pieces (bc_sl_zero_side, bc_sl_zero_tail_piece: no division per entry). Round to nearest only: the host sends stochastic rounding, 2D blocks
-// and tensors that fill their tiles to quantize_block.cu (runtime/ops/bc_ops.c: block_cast_launch).
+// its load latency once per 4 blocks). The scale padding: the writer of a stored row's last
+// valid entry zeroes the padding after it, the threads the stored rows past the valid ones in
+// 16-byte pieces (bc_sl_zero_side, bc_sl_zero_tail_piece: no division per entry). Round to
+// nearest only: the host sends stochastic rounding, 2D blocks and tensors that fill their tiles
+// to quantize_block.cu (runtime/ops/bc_ops.c: block_cast_launch).
 // Stored data rows are dld bytes apart (the dense row, or a wider buffer's: see quantize_block.cu).
 
 #if BC_2D || BC_ROWWISE == BC_COLUMNWISE
