@@ -942,6 +942,9 @@ function M.generate(name, arch)
   local lbody, item = M.listify(k.template, body)
   out[#out + 1] = render.render(k.template, lbody, params)
   params.LAUNCH_BOUNDS, params.ITEM_FIELDS, params.CALL_ARGS = item.bounds, item.fields, item.args
+  -- EXPERIMENT (branch wip-list-side-stream): the thin kernels' list variants loop over virtual
+  -- blocks (runtime/multi/bc_list.c caps their grid when they run beside a larger group)
+  params.LIST_LOOP = k.family == "quantize_thin" and "1" or "0"
   out[#out + 1] = render.render("list.cu", h.embedded("templates/list.cu"), params)
   return table.concat(out, "\n")
 end

@@ -39,6 +39,7 @@ typedef struct group {
   int stage, smem;
   unsigned threads;
   size_t count, stride, off, fill; /* items, bytes per item, offset in the table, items written */
+  int64_t blocks;                  /* of all its items */
 } group;
 
 typedef struct segment {
@@ -63,6 +64,10 @@ struct bci_list_state {
   size_t nspans, cap_spans, cap_spans_tmp;
   chunk chunks[BCI_LIST_CHUNKS];
   unsigned next_wait;
+  /* a stage's small groups run on a side stream beside its largest group (side_init) */
+  CUstream side;
+  CUevent fork, join;
+  CUcontext side_cu;
 };
 
 bc_status bci_list_init(bc_ctx *ctx) {
@@ -75,6 +80,12 @@ bc_status bci_list_init(bc_ctx *ctx) {
 void bci_list_free(bc_ctx *ctx) {
   struct bci_list_state *st = ctx->list;
   if (!st) return;
+  if (st->side) {
+    bci_cu.StreamSynchronize(st->side);
+    bci_cu.StreamDestroy(st->side);
+  }
+  if (st->fork) bci_cu.EventDestroy(st->fork);
+  if (st->join) bci_cu.EventDestroy(st->join);
   for (int i = 0; i < BCI_LIST_CHUNKS; i++) {
     chunk *c = &st->chunks[i];
     if (c->used) bci_cu.EventSynchronize(c->done);
@@ -233,6 +244,42 @@ static int64_t rec_blocks(const bci_rec *r) { return (int64_t)r->grid[0] * r->gr
 
 #define ITEM_HEAD 24 /* templates/list.cu: i64 first; u32 gx, gy, gz, pad */
 
+/* EXPERIMENT (branch wip-list-side-stream): BLOCKCAST_LIST_SIDE = CTAs a SM for the side groups
+ * (0: off, every group on the caller's stream in turn); BLOCKCAST_LIST_SIDE_PRIO = the side
+ * stream's priority (0 default; lower is higher) */
+static int env_int(const char *name, int dflt) {
+  const char *e = getenv(name);
+  return e && *e ? atoi(e) : dflt;
+}
+
+/* the side stream and its two events in the current context (made once, remade if the context
+ * changed); 0 if they cannot be made (the caller then runs everything on its stream) */
+static int side_init(struct bci_list_state *st) {
+  CUcontext cur = NULL;
+  if (bci_cu_current(&cur) != CUDA_SUCCESS) return 0;
+  if (st->side && st->side_cu == cur) return 1;
+  if (st->side) {
+    bci_cu.StreamSynchronize(st->side);
+    bci_cu.StreamDestroy(st->side);
+    st->side = NULL;
+  }
+  if (st->fork) bci_cu.EventDestroy(st->fork);
+  if (st->join) bci_cu.EventDestroy(st->join);
+  st->fork = st->join = NULL;
+  if (bci_cu.StreamCreateWithPriority(&st->side, CU_STREAM_NON_BLOCKING, env_int("BLOCKCAST_LIST_SIDE_PRIO", 0)) != CUDA_SUCCESS ||
+      bci_cu.EventCreate(&st->fork, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS ||
+      bci_cu.EventCreate(&st->join, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+    if (st->side) bci_cu.StreamDestroy(st->side);
+    if (st->fork) bci_cu.EventDestroy(st->fork);
+    if (st->join) bci_cu.EventDestroy(st->join);
+    st->side = NULL;
+    st->fork = st->join = NULL;
+    return 0;
+  }
+  st->side_cu = cur;
+  return 1;
+}
+
 static bc_status flush(bc_ctx *ctx, const char *fn, void *stream) {
   struct bci_list_state *st = ctx->list;
   bci_sink *sk = &st->sink;
@@ -253,7 +300,7 @@ static bc_status flush(bc_ctx *ctx, const char *fn, void *stream) {
       if (g == st->ngroups) {
         s = grow(ctx, (void **)&st->groups, &st->cap_groups, g + 1, sizeof *st->groups);
         if (s != BC_OK) return s;
-        st->groups[g] = (group){ r->k, NULL, r->stage, r->smem, r->threads, 0, ITEM_HEAD + r->len, 0, 0 };
+        st->groups[g] = (group){ r->k, NULL, r->stage, r->smem, r->threads, 0, ITEM_HEAD + r->len, 0, 0, 0 };
         st->ngroups++;
       }
     }
@@ -265,6 +312,7 @@ static bc_status flush(bc_ctx *ctx, const char *fn, void *stream) {
       return bci_fail(ctx, BC_ERR_UNSUPPORTED, "%s: tensor %lld needs %lld blocks of kernel %s, more than one launch holds", fn,
                       (long long)r->item, (long long)rec_blocks(r), r->k->name);
     G->count++;
+    G->blocks += rec_blocks(r);
     st->rec_group[i] = last = g;
   }
   /* launch order: by stage, then first appearance (insertion sort: a handful of groups), and
@@ -339,16 +387,53 @@ static bc_status flush(bc_ctx *ctx, const char *fn, void *stream) {
       bci_cu.GetErrorName(r, &en);
       s = bci_fail(ctx, BC_ERR_CUDA, "%s: copying %zu bytes of item tables failed: %s", fn, total, en);
     }
-    for (size_t j = 0; j < st->ngroups && s == BC_OK; j++)
-      for (size_t q = 0; q < st->nsegs && s == BC_OK; q++) {
-        const segment *sg = &st->segs[q];
-        if (sg->group != pm[j]) continue;
-        const group *G = &st->groups[sg->group];
-        CUdeviceptr items = d + sg->off;
-        int cnt = (int)sg->count;
-        void *params[] = { &items, &cnt };
-        s = bci_kernel_launch_smem(ctx, G->list, (unsigned)sg->blocks, 1, 1, G->threads, G->smem, stream, params);
+    /* stage by stage; in a stage of several groups (e.g. the tile kernel's items and the thin
+     * kernel's), with BLOCKCAST_LIST_SIDE = k > 0, the groups other than the largest run first
+     * on a side stream with at most k CTAs a SM (grid-stride over their blocks), so that their
+     * latency-bound blocks share the SMs with the largest group's instead of running after it */
+    const int side_k = env_int("BLOCKCAST_LIST_SIDE", 0);
+    int sms = 0;
+    if (side_k > 0) bci_cuda_device(ctx, NULL, &sms);
+    for (size_t j = 0; j < st->ngroups && s == BC_OK;) {
+      size_t e = j;
+      while (e < st->ngroups && st->groups[pm[e]].stage == st->groups[pm[j]].stage) e++;
+      size_t big = pm[j];
+      for (size_t u = j; u < e; u++)
+        if (st->groups[pm[u]].blocks > st->groups[big].blocks) big = pm[u];
+      const int fork = side_k > 0 && sms > 0 && e - j > 1 && side_init(st);
+      if (fork) {
+        CUresult r = bci_cu.EventRecord(st->fork, (CUstream)stream);
+        if (r == CUDA_SUCCESS) r = bci_cu.StreamWaitEvent(st->side, st->fork, 0);
+        if (r != CUDA_SUCCESS) s = bci_fail(ctx, BC_ERR_CUDA, "%s: ordering the side stream after the caller's failed (%d)", fn, (int)r);
       }
+      for (int pass = fork ? 0 : 1; pass < 2 && s == BC_OK; pass++)
+        for (size_t u = j; u < e && s == BC_OK; u++) {
+          const size_t g = pm[u];
+          if (fork && (pass == 0) == (g == big)) continue; /* pass 0: the side groups; 1: the rest */
+          const group *G = &st->groups[g];
+          for (size_t q = 0; q < st->nsegs && s == BC_OK; q++) {
+            const segment *sg = &st->segs[q];
+            if (sg->group != g) continue;
+            CUdeviceptr items = d + sg->off;
+            int cnt = (int)sg->count;
+            uint32_t tot = (uint32_t)sg->blocks;
+            void *params[] = { &items, &cnt, &tot };
+            int64_t grid = sg->blocks;
+            /* the thin kernels loop over their blocks (templates/list.cu: BC_LIST_LOOP) */
+            if (pass == 0 && !strncmp(G->k->name, "bc_quantize_thin_", 17) && grid > (int64_t)side_k * sms) grid = (int64_t)side_k * sms;
+            s = bci_kernel_launch_smem(ctx, G->list, (unsigned)grid, 1, 1, G->threads, G->smem, pass == 0 ? st->side : stream, params);
+          }
+        }
+      if (fork) { /* the caller's stream waits for the side stream (also after a failure) */
+        CUresult r = bci_cu.EventRecord(st->join, st->side);
+        if (r == CUDA_SUCCESS) r = bci_cu.StreamWaitEvent((CUstream)stream, st->join, 0);
+        if (r != CUDA_SUCCESS) {
+          bci_cu.StreamSynchronize(st->side);
+          if (s == BC_OK) s = bci_fail(ctx, BC_ERR_CUDA, "%s: ordering the caller's stream after the side stream failed (%d)", fn, (int)r);
+        }
+      }
+      j = e;
+    }
     /* the chunk is free again once the copy and the launches are done (also after a failure) */
     if (bci_cu.EventRecord(c->done, (CUstream)stream) == CUDA_SUCCESS) c->used = 1;
     else bci_cu.StreamSynchronize((CUstream)stream);
