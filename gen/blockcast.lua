@@ -942,6 +942,10 @@ function M.generate(name, arch)
   local lbody, item = M.listify(k.template, body)
   out[#out + 1] = render.render(k.template, lbody, params)
   params.LAUNCH_BOUNDS, params.ITEM_FIELDS, params.CALL_ARGS = item.bounds, item.fields, item.args
+  -- the thin kernels' list variants loop over their virtual blocks: runtime/multi/bc_list.c caps
+  -- their grid when they run on the side stream beside a larger group (list_loops() there knows
+  -- them by the name bc_quantize_thin_*)
+  params.LIST_LOOP = k.family == "quantize_thin" and "1" or "0"
   out[#out + 1] = render.render("list.cu", h.embedded("templates/list.cu"), params)
   return table.concat(out, "\n")
 end

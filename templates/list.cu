@@ -16,30 +16,38 @@ struct bc_list_item {
   ${ITEM_FIELDS}
 };
 
+#define BC_LIST_LOOP ${LIST_LOOP}
+
 extern "C" __global__ void ${LAUNCH_BOUNDS}
-${KERNEL}(const bc_list_item *__restrict__ items, int n) {
-  // 32-ary search, every warp on its own: each lane tests one of 32 evenly spaced items, the
-  // lanes whose item starts at or before this block form a prefix (items are in block order),
-  // the last of them bounds the next round. 2 rounds for 1000 items, 3 for 32768 (a binary
-  // search's 10 to 15 dependent loads cost ~1 us per block: 20% of a bandwidth-bound launch).
-  // (Running several consecutive virtual blocks per CUDA block, a barrier between them, to
-  // share one lookup was measured slower: bench_list's 16 large tensors, e4m3 cast 0.353 ->
-  // 0.428 ms, MXFP8 0.449 -> 0.463 ms.)
-  const i64 b = blockIdx.x;
-  const int lane = threadIdx.x & 31;
-  int lo = 0, hi = n;  // the item is in [lo, hi)
-  while (hi - lo > 1) {
-    const int step = (hi - lo + 31) >> 5;
-    const int i = lo + lane * step;
-    const unsigned m = __ballot_sync(0xFFFFFFFFu, i < hi && items[i].first <= b);
-    lo += (__popc(m) - 1) * step;
-    hi = min(lo + step, hi);
+${KERNEL}(const bc_list_item *__restrict__ items, int n, u32 total) {
+#if BC_LIST_LOOP
+  // virtual blocks grid-stride (the thin kernels): one each where the launch has a block for
+  // every one, several where the host caps the grid (a stage's small groups beside its large
+  // one, runtime/multi/bc_list.c), a barrier between them. Only where the generator asks for it:
+  // the loop made ptxas spill in the tile kernels (NVFP4 rowwise 8 -> 140 bytes)
+  for (u32 b = blockIdx.x; b < total; b += gridDim.x) {
+    if (b != blockIdx.x) __syncthreads();
+#else
+  {
+    const u32 b = blockIdx.x;
+#endif
+    // 32-ary search, every warp on its own: each lane tests one of 32 evenly spaced items, the
+    // lanes whose item starts at or before this block form a prefix (items are in block order),
+    // the last of them bounds the next round. 2 rounds for 1000 items, 3 for 32768 (a binary
+    // search's 10 to 15 dependent loads cost ~1 us per block: 20% of a bandwidth-bound launch).
+    const int lane = threadIdx.x & 31;
+    int lo = 0, hi = n;  // the item is in [lo, hi)
+    while (hi - lo > 1) {
+      const int step = (hi - lo + 31) >> 5;
+      const int i = lo + lane * step;
+      const unsigned m = __ballot_sync(0xFFFFFFFFu, i < hi && items[i].first <= (i64)b);
+      lo += (__popc(m) - 1) * step;
+      hi = min(lo + step, hi);
+    }
+    const bc_list_item &it = items[lo];
+    const u32 v = b - (u32)it.first;
+    const uint3 bid = it.gy == 1 && it.gz == 1 ? make_uint3(v, 0u, 0u)
+                                               : make_uint3(v % it.gx, v / it.gx % it.gy, v / (it.gx * it.gy));
+    bc_list_body(${CALL_ARGS}, bid, make_uint3(it.gx, it.gy, it.gz));
   }
-  const bc_list_item &it = items[lo];
-  // the block's index in its item's grid: a launch holds fewer than 2^31 blocks, so 32-bit
-  // arithmetic (a 64-bit division is a long call sequence, paid by every block)
-  const u32 v = (u32)(b - it.first);
-  const uint3 bid = it.gy == 1 && it.gz == 1 ? make_uint3(v, 0u, 0u)
-                                             : make_uint3(v % it.gx, v / it.gx % it.gy, v / (it.gx * it.gy));
-  bc_list_body(${CALL_ARGS}, bid, make_uint3(it.gx, it.gy, it.gz));
 }

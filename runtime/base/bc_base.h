@@ -148,6 +148,10 @@ typedef struct bci_cuda_api {
   PFN_cuCtxSetCurrent_v4000 CtxSetCurrent;
   PFN_cuEventElapsedTime_v2000 EventElapsedTime;
   PFN_cuMemsetD8Async_v3020 MemsetD8Async;
+  /* lists: a side stream for a stage's smaller groups (multi/bc_list.c) */
+  PFN_cuStreamCreateWithPriority_v5050 StreamCreateWithPriority;
+  PFN_cuStreamDestroy_v4000 StreamDestroy;
+  PFN_cuCtxGetStreamPriorityRange_v5050 CtxGetStreamPriorityRange;
 } bci_cuda_api;
 
 typedef struct bci_nvrtc_api {

@@ -73,6 +73,9 @@ static void load_cuda(void) {
   SYM(CtxSetCurrent, "cuCtxSetCurrent", 4000);
   SYM(EventElapsedTime, "cuEventElapsedTime", 2000);
   SYM(MemsetD8Async, "cuMemsetD8Async", 3020);
+  SYM(StreamCreateWithPriority, "cuStreamCreateWithPriority", 5050);
+  SYM(StreamDestroy, "cuStreamDestroy", 4000);
+  SYM(CtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange", 5050);
 #undef SYM
   CUresult r = bci_cu.Init(0);
   if (r != CUDA_SUCCESS) {

@@ -10,7 +10,9 @@
  * read there by the launches; an event recorded after the last launch frees the chunk for a
  * later call. Nothing waits on the host unless all BCI_LIST_CHUNKS chunks of the context are
  * still in flight (then the call waits for the oldest). A group whose blocks pass 2^31 - 1 is
- * split into several launches.
+ * split into several launches. A stage of several groups runs its smaller ones on the context's
+ * side stream beside the largest (side_ctas below); the caller's stream waits for it at the end
+ * of the stage.
  *
  * Host memory: the sink, the group and interval tables and the chunks belong to the context and
  * are reused (no allocation per tensor or per call once warm; a chunk grows to the largest call).
@@ -39,6 +41,7 @@ typedef struct group {
   int stage, smem;
   unsigned threads;
   size_t count, stride, off, fill; /* items, bytes per item, offset in the table, items written */
+  int64_t blocks;                  /* of all its items */
 } group;
 
 typedef struct segment {
@@ -63,18 +66,77 @@ struct bci_list_state {
   size_t nspans, cap_spans, cap_spans_tmp;
   chunk chunks[BCI_LIST_CHUNKS];
   unsigned next_wait;
+  /* a stage's small groups run on a side stream beside its largest group (side_init) */
+  CUstream side;
+  CUevent fork, join;
+  CUcontext side_cu;
+  int side_k; /* side_ctas(), read when the context is made */
 };
+
+/* Side stream. A stage of several groups (block-format quantize: the tile kernel's items and the
+ * thin kernel's, tests/bench/bench_list's mix) would run them one after the other, and the thin
+ * kernel's latency-bound blocks (one-row / one-column tensors) then run alone at the end of the
+ * stage. Instead the groups other than the largest go first on a side stream of the context's
+ * highest priority, the thin kernels' grid capped at BLOCKCAST_LIST_SIDE CTAs a SM (default 1; 0
+ * turns the side stream off), their list variants looping over their blocks (templates/list.cu,
+ * BC_LIST_LOOP); the largest group runs on the caller's stream beside them, and the caller's
+ * stream waits for the side stream before the next stage. Measured on an H100 (bench_list,
+ * tests/bench/results/2026-11-26-h100-list-side.md): block-format quantize lists -5 to -33 us;
+ * at the default priority the side groups were scheduled after the large launch (slower). */
+static int side_ctas(void) {
+  const char *e = getenv("BLOCKCAST_LIST_SIDE");
+  if (!e || !*e) return 1;
+  const int k = atoi(e);
+  return k > 0 ? k : 0;
+}
+
+/* the thin kernels' list variants loop over their virtual blocks (gen/blockcast.lua: LIST_LOOP is
+ * set for the family quantize_thin, whose kernels are named bc_quantize_thin_*) */
+static int list_loops(const bci_kernel *k) { return !strncmp(k->name, "bc_quantize_thin_", 17); }
+
+static void side_drop(struct bci_list_state *st) {
+  if (st->side) {
+    bci_cu.StreamSynchronize(st->side);
+    bci_cu.StreamDestroy(st->side);
+  }
+  if (st->fork) bci_cu.EventDestroy(st->fork);
+  if (st->join) bci_cu.EventDestroy(st->join);
+  st->side = NULL;
+  st->fork = st->join = NULL;
+  st->side_cu = NULL;
+}
+
+/* the side stream and its two events in the current context (made once, remade when the
+ * context changes); 0 if they cannot be made: the caller then runs every group on its stream */
+static int side_init(struct bci_list_state *st) {
+  CUcontext cur = NULL;
+  if (bci_cu_current(&cur) != CUDA_SUCCESS || !cur) return 0;
+  if (st->side && st->side_cu == cur) return 1;
+  side_drop(st);
+  int least = 0, greatest = 0;
+  if (bci_cu.CtxGetStreamPriorityRange(&least, &greatest) != CUDA_SUCCESS) greatest = 0;
+  if (bci_cu.StreamCreateWithPriority(&st->side, CU_STREAM_NON_BLOCKING, greatest) != CUDA_SUCCESS) st->side = NULL;
+  if (!st->side || bci_cu.EventCreate(&st->fork, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS ||
+      bci_cu.EventCreate(&st->join, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+    side_drop(st);
+    return 0;
+  }
+  st->side_cu = cur;
+  return 1;
+}
 
 bc_status bci_list_init(bc_ctx *ctx) {
   ctx->list = calloc(1, sizeof *ctx->list);
   if (!ctx->list) return bci_fail(ctx, BC_ERR_NOMEM, "out of memory creating the context's list buffers");
   pthread_mutex_init(&ctx->list->lock, NULL);
+  ctx->list->side_k = side_ctas();
   return BC_OK;
 }
 
 void bci_list_free(bc_ctx *ctx) {
   struct bci_list_state *st = ctx->list;
   if (!st) return;
+  side_drop(st);
   for (int i = 0; i < BCI_LIST_CHUNKS; i++) {
     chunk *c = &st->chunks[i];
     if (c->used) bci_cu.EventSynchronize(c->done);
@@ -253,7 +315,7 @@ static bc_status flush(bc_ctx *ctx, const char *fn, void *stream) {
       if (g == st->ngroups) {
         s = grow(ctx, (void **)&st->groups, &st->cap_groups, g + 1, sizeof *st->groups);
         if (s != BC_OK) return s;
-        st->groups[g] = (group){ r->k, NULL, r->stage, r->smem, r->threads, 0, ITEM_HEAD + r->len, 0, 0 };
+        st->groups[g] = (group){ r->k, NULL, r->stage, r->smem, r->threads, 0, ITEM_HEAD + r->len, 0, 0, 0 };
         st->ngroups++;
       }
     }
@@ -265,6 +327,7 @@ static bc_status flush(bc_ctx *ctx, const char *fn, void *stream) {
       return bci_fail(ctx, BC_ERR_UNSUPPORTED, "%s: tensor %lld needs %lld blocks of kernel %s, more than one launch holds", fn,
                       (long long)r->item, (long long)rec_blocks(r), r->k->name);
     G->count++;
+    G->blocks += rec_blocks(r);
     st->rec_group[i] = last = g;
   }
   /* launch order: by stage, then first appearance (insertion sort: a handful of groups), and
@@ -339,16 +402,56 @@ static bc_status flush(bc_ctx *ctx, const char *fn, void *stream) {
       bci_cu.GetErrorName(r, &en);
       s = bci_fail(ctx, BC_ERR_CUDA, "%s: copying %zu bytes of item tables failed: %s", fn, total, en);
     }
-    for (size_t j = 0; j < st->ngroups && s == BC_OK; j++)
-      for (size_t q = 0; q < st->nsegs && s == BC_OK; q++) {
-        const segment *sg = &st->segs[q];
-        if (sg->group != pm[j]) continue;
-        const group *G = &st->groups[sg->group];
-        CUdeviceptr items = d + sg->off;
-        int cnt = (int)sg->count;
-        void *params[] = { &items, &cnt };
-        s = bci_kernel_launch_smem(ctx, G->list, (unsigned)sg->blocks, 1, 1, G->threads, G->smem, stream, params);
+    /* stage by stage; a stage of several groups forks its smaller ones onto the side stream
+     * (side_ctas above) */
+    int sms = 0;
+    char arch[16];
+    if (st->side_k > 0 && bci_cuda_device(ctx, arch, &sms) != BC_OK) sms = 0;
+    for (size_t j = 0; j < st->ngroups && s == BC_OK;) {
+      size_t e = j;
+      while (e < st->ngroups && st->groups[pm[e]].stage == st->groups[pm[j]].stage) e++;
+      size_t big = pm[j];
+      for (size_t u = j; u < e; u++)
+        if (st->groups[pm[u]].blocks > st->groups[big].blocks) big = pm[u];
+      const int fork = sms > 0 && e - j > 1 && side_init(st);
+      if (fork) {
+        CUresult r = bci_cu.EventRecord(st->fork, (CUstream)stream);
+        if (r == CUDA_SUCCESS) r = bci_cu.StreamWaitEvent(st->side, st->fork, 0);
+        if (r != CUDA_SUCCESS) {
+          const char *en = "?";
+          bci_cu.GetErrorName(r, &en);
+          s = bci_fail(ctx, BC_ERR_CUDA, "%s: ordering the list's side stream after the caller's stream failed: %s", fn, en);
+        }
       }
+      for (int pass = fork ? 0 : 1; pass < 2 && s == BC_OK; pass++)
+        for (size_t u = j; u < e && s == BC_OK; u++) {
+          const size_t g = pm[u];
+          if (fork && (pass == 0) == (g == big)) continue; /* pass 0: the side groups; 1: the rest */
+          const group *G = &st->groups[g];
+          for (size_t q = 0; q < st->nsegs && s == BC_OK; q++) {
+            const segment *sg = &st->segs[q];
+            if (sg->group != g) continue;
+            CUdeviceptr items = d + sg->off;
+            int cnt = (int)sg->count;
+            uint32_t tot = (uint32_t)sg->blocks;
+            void *params[] = { &items, &cnt, &tot };
+            int64_t grid = sg->blocks;
+            if (pass == 0 && list_loops(G->k) && grid > (int64_t)st->side_k * sms) grid = (int64_t)st->side_k * sms;
+            s = bci_kernel_launch_smem(ctx, G->list, (unsigned)grid, 1, 1, G->threads, G->smem, pass == 0 ? st->side : stream, params);
+          }
+        }
+      if (fork) { /* the caller's stream waits for the side stream (also after a failure) */
+        CUresult r = bci_cu.EventRecord(st->join, st->side);
+        if (r == CUDA_SUCCESS) r = bci_cu.StreamWaitEvent((CUstream)stream, st->join, 0);
+        if (r != CUDA_SUCCESS) {
+          bci_cu.StreamSynchronize(st->side);
+          const char *en = "?";
+          bci_cu.GetErrorName(r, &en);
+          if (s == BC_OK) s = bci_fail(ctx, BC_ERR_CUDA, "%s: ordering the caller's stream after the list's side stream failed: %s", fn, en);
+        }
+      }
+      j = e;
+    }
     /* the chunk is free again once the copy and the launches are done (also after a failure) */
     if (bci_cu.EventRecord(c->done, (CUstream)stream) == CUDA_SUCCESS) c->used = 1;
     else bci_cu.StreamSynchronize((CUstream)stream);
