@@ -946,6 +946,9 @@ function M.generate(name, arch)
   -- their grid when they run on the side stream beside a larger group (list_loops() there knows
   -- them by the name bc_quantize_thin_*)
   params.LIST_LOOP = k.family == "quantize_thin" and "1" or "0"
+  -- block quantize kernels' list variants have a second entry taking the items in the kernel
+  -- parameters (templates/list.cu, BC_LIST_PARAMS); the runtime finds it in the module
+  params.LIST_PARAMS = k.template == "quantize_block.cu" and "1" or "0"
   out[#out + 1] = render.render("list.cu", h.embedded("templates/list.cu"), params)
   return table.concat(out, "\n")
 end

@@ -9,6 +9,17 @@
 // for bit. The host packs an item as: i64 first; u32 gx, gy, gz, pad; then the arguments in
 // order, each at a multiple of its size (8 for bc_sl): the C layout of this struct
 // (runtime/multi/bc_list.c).
+//
+// Block quantize kernels (BC_LIST_PARAMS) have a second entry, ${KERNEL}_p, that takes the items
+// in its kernel parameters (P, up to 32 KB of parameter space: CUDA 12.1 drivers and later, which
+// every CUDA 13 build needs anyway); the host uses it for a launch whose items all fit and hold a
+// large tensor. A block finds its item by a binary search that the whole block makes alike, so
+// the compiler keeps the search and the item's fields in uniform registers and constant-bank
+// operands, as in the single kernel, instead of the body's registers (ptxas: MXFP8 rowwise 40
+// registers and no spill through P, 20 bytes of spill through the table; fp8_block_1x128 rowwise
+// 8 against 48). One entry holding both paths inlined the body twice and spilled more (NVFP4
+// rowwise 212 bytes); two launches per kernel (P for a launch's large items, the table for the
+// rest) broke the one-launch-per-kernel rule (tests/bench/NOTES.md, "Items in the kernel parameters").
 
 struct bc_list_item {
   i64 first;
@@ -17,6 +28,7 @@ struct bc_list_item {
 };
 
 #define BC_LIST_LOOP ${LIST_LOOP}
+#define BC_LIST_PARAMS ${LIST_PARAMS}
 
 extern "C" __global__ void ${LAUNCH_BOUNDS}
 ${KERNEL}(const bc_list_item *__restrict__ items, int n, u32 total) {
@@ -51,3 +63,33 @@ ${KERNEL}(const bc_list_item *__restrict__ items, int n, u32 total) {
     bc_list_body(${CALL_ARGS}, bid, make_uint3(it.gx, it.gy, it.gz));
   }
 }
+
+#if BC_LIST_PARAMS
+// 8 + NP * (sizeof(item) + 4) <= BC_LIST_PARAM_BYTES, under CUDA's 32764 bytes of parameters
+// (runtime/multi/bc_list.c computes NP the same way: 129 items of block quantize's 248 bytes)
+#define BC_LIST_PARAM_BYTES 32736
+#define BC_LIST_NP ((BC_LIST_PARAM_BYTES - 8) / (sizeof(bc_list_item) + 4))
+struct bc_list_params {
+  u32 np, pad;                 // items [0, np)
+  bc_list_item it[BC_LIST_NP];
+  u32 firsts[BC_LIST_NP];      // it[i].first: the search reads these, 4 bytes apart
+};
+
+extern "C" __global__ void ${LAUNCH_BOUNDS}
+${KERNEL}_p(const __grid_constant__ bc_list_params P) {
+  {
+    const u32 b = blockIdx.x;
+    int lo = 0, hi = (int)P.np;  // binary search, the same in every thread
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) >> 1;
+      if (P.firsts[mid] <= b) lo = mid;
+      else hi = mid;
+    }
+    const bc_list_item &it = P.it[lo];
+    const u32 v = b - (u32)it.first;
+    const uint3 bid = it.gy == 1 && it.gz == 1 ? make_uint3(v, 0u, 0u)
+                                               : make_uint3(v % it.gx, v / it.gx % it.gy, v / (it.gx * it.gy));
+    bc_list_body(${CALL_ARGS}, bid, make_uint3(it.gx, it.gy, it.gz));
+  }
+}
+#endif

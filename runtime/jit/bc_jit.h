@@ -18,6 +18,7 @@ typedef struct bci_kernel {
   bci_launch launch;
   void *library; /* CUlibrary */
   void *func;    /* CUkernel, usable as CUfunction */
+  void *func_p;  /* a list variant's parameter entry "<name>_p" (templates/list.cu), NULL if none */
   int smem_attr; /* the dynamic shared memory the kernel may use so far (48 KiB, or what was set) */
 } bci_kernel;
 
@@ -35,6 +36,9 @@ BCI_HIDDEN bc_status bci_kernel_getf(bc_ctx *ctx, const bci_kernel **out, const 
 BCI_HIDDEN int bci_kernel_name(char *out, size_t cap, const char *fmt, va_list ap);
 BCI_HIDDEN bc_status bci_kernel_launch(bc_ctx *ctx, const bci_kernel *k, unsigned gx, unsigned gy, unsigned gz,
                                        unsigned bx, void *stream, void **params);
+/* A list variant's parameter entry (k->func_p), one argument: the parameter block `p`. */
+BCI_HIDDEN bc_status bci_kernel_launch_p(bc_ctx *ctx, const bci_kernel *k, unsigned gx, unsigned bx, int smem, void *stream,
+                                         void *p);
 /* The same with `smem` bytes of dynamic shared memory instead of the launch's own (a kernel whose
  * layout has an optional part, e.g. the staged rows of unaligned outputs of block quantize). */
 BCI_HIDDEN bc_status bci_kernel_launch_smem(bc_ctx *ctx, const bci_kernel *k, unsigned gx, unsigned gy, unsigned gz,

@@ -143,6 +143,14 @@ static bc_status kernel_get_locked(bc_ctx *ctx, const char *name, const bci_kern
     free(k);
     return bci_fail(ctx, BC_ERR_CUDA, "cuLibraryGetKernel(%s) failed: %s", name, en);
   }
+  /* a list variant's second entry, taking its items in the kernel parameters (block quantize) */
+  CUkernel kern_p = NULL;
+  const size_t nl = strlen(name);
+  if (nl > 6 && !strcmp(name + nl - 6, "__list")) {
+    char pname[160];
+    snprintf(pname, sizeof pname, "%s_p", name);
+    if (bci_cu.LibraryGetKernel(&kern_p, lib, pname) != CUDA_SUCCESS) kern_p = NULL;
+  }
   k->smem_attr = 48 * 1024;
   if (launch.smem > 48 * 1024) {
     /* more than the default 48 KiB of dynamic shared memory must be asked for */
@@ -150,6 +158,8 @@ static bc_status kernel_get_locked(bc_ctx *ctx, const char *name, const bci_kern
     r = bci_cu.CtxGetDevice(&dev);
     if (r == CUDA_SUCCESS)
       r = bci_cu.KernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, launch.smem, kern, dev);
+    if (r == CUDA_SUCCESS && kern_p)
+      r = bci_cu.KernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, launch.smem, kern_p, dev);
     if (r != CUDA_SUCCESS) {
       const char *en = "?";
       bci_cu.GetErrorName(r, &en);
@@ -161,6 +171,7 @@ static bc_status kernel_get_locked(bc_ctx *ctx, const char *name, const bci_kern
   }
   k->library = lib;
   k->func = kern;
+  k->func_p = kern_p;
   s = kmap_put(ctx, key, k);
   if (s != BC_OK) {
     bci_cu.LibraryUnload(lib);
@@ -333,8 +344,22 @@ bc_status bci_kernel_launch(bc_ctx *ctx, const bci_kernel *k, unsigned gx, unsig
   return bci_kernel_launch_smem(ctx, k, gx, gy, gz, bx, k->launch.smem, stream, params);
 }
 
+static bc_status launch(bc_ctx *ctx, const bci_kernel *k, void *func, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                        int smem, void *stream, void **params);
+
 bc_status bci_kernel_launch_smem(bc_ctx *ctx, const bci_kernel *k, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                  int smem, void *stream, void **params) {
+  return launch(ctx, k, k->func, gx, gy, gz, bx, smem, stream, params);
+}
+
+bc_status bci_kernel_launch_p(bc_ctx *ctx, const bci_kernel *k, unsigned gx, unsigned bx, int smem, void *stream, void *p) {
+  if (!k->func_p) return bci_fail(ctx, BC_ERR_INTERNAL, "kernel %s has no parameter entry %s_p", k->name, k->name);
+  void *params[] = { p };
+  return launch(ctx, k, k->func_p, gx, 1, 1, bx, smem, stream, params);
+}
+
+static bc_status launch(bc_ctx *ctx, const bci_kernel *k, void *func, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                        int smem, void *stream, void **params) {
   if (gx == 0 || gy == 0 || gz == 0) return BC_OK;
   if (smem > __atomic_load_n(&k->smem_attr, __ATOMIC_ACQUIRE)) {
     /* more than the kernel was allowed so far: ask once (kernels are shared, under the lock) */
@@ -344,6 +369,8 @@ bc_status bci_kernel_launch_smem(bc_ctx *ctx, const bci_kernel *k, unsigned gx, 
       CUdevice dev;
       r = bci_cu.CtxGetDevice(&dev);
       if (r == CUDA_SUCCESS) r = bci_cu.KernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem, (CUkernel)k->func, dev);
+      if (r == CUDA_SUCCESS && k->func_p)
+        r = bci_cu.KernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem, (CUkernel)k->func_p, dev);
       if (r == CUDA_SUCCESS) __atomic_store_n(&((bci_kernel *)k)->smem_attr, smem, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&ctx->lock);
@@ -363,13 +390,14 @@ bc_status bci_kernel_launch_smem(bc_ctx *ctx, const bci_kernel *k, unsigned gx, 
   cfg.blockDimZ = 1;
   cfg.hStream = (CUstream)stream;
   cfg.sharedMemBytes = (unsigned)smem;
-  CUresult r = bci_cu.LaunchKernelEx(&cfg, (CUfunction)k->func, params, NULL);
+  CUresult r = bci_cu.LaunchKernelEx(&cfg, (CUfunction)func, params, NULL);
   if (r == CUDA_SUCCESS) __atomic_fetch_add(&ctx->stats.launches, 1, __ATOMIC_RELAXED);
   if (r != CUDA_SUCCESS) {
     const char *en = "?", *es = "?";
     bci_cu.GetErrorName(r, &en);
     bci_cu.GetErrorString(r, &es);
-    return bci_fail(ctx, BC_ERR_CUDA, "cuLaunchKernelEx(%s, grid %ux%ux%u, block %u) failed: %s: %s", k->name, gx, gy, gz,
+    return bci_fail(ctx, BC_ERR_CUDA, "cuLaunchKernelEx(%s%s, grid %ux%ux%u, block %u) failed: %s: %s", k->name,
+                    func == k->func ? "" : "_p", gx, gy, gz,
                     bx, en, es);
   }
   return BC_OK;

@@ -26,6 +26,7 @@
 #define BCI_LIST_CHUNKS 16
 #define BCI_MAX_BLOCKS 0x7FFFFFFFLL
 #define SMALL_ITEM 16 /* blocks */
+#define BCI_LIST_PARAM_BYTES 32736 /* templates/list.cu: BC_LIST_PARAM_BYTES */
 
 typedef struct chunk {
   void *host;
@@ -41,7 +42,7 @@ typedef struct group {
   int stage, smem;
   unsigned threads;
   size_t count, stride, off, fill; /* items, bytes per item, offset in the table, items written */
-  int64_t blocks;                  /* of all its items */
+  int64_t blocks, big;             /* of all its items; of its largest item */
 } group;
 
 typedef struct segment {
@@ -71,6 +72,7 @@ struct bci_list_state {
   CUevent fork, join;
   CUcontext side_cu;
   int side_k; /* side_ctas(), read when the context is made */
+  unsigned char *pbuf; /* a launch's items as kernel parameters (param_items) */
 };
 
 /* Side stream. A stage of several groups (block-format quantize: the tile kernel's items and the
@@ -130,6 +132,11 @@ bc_status bci_list_init(bc_ctx *ctx) {
   if (!ctx->list) return bci_fail(ctx, BC_ERR_NOMEM, "out of memory creating the context's list buffers");
   pthread_mutex_init(&ctx->list->lock, NULL);
   ctx->list->side_k = side_ctas();
+  ctx->list->pbuf = calloc(1, BCI_LIST_PARAM_BYTES);
+  if (!ctx->list->pbuf) {
+    bci_list_free(ctx);
+    return bci_fail(ctx, BC_ERR_NOMEM, "out of memory creating the context's list buffers");
+  }
   return BC_OK;
 }
 
@@ -153,6 +160,7 @@ void bci_list_free(bc_ctx *ctx) {
   free(st->order);
   free(st->spans);
   free(st->spans_tmp);
+  free(st->pbuf);
   pthread_mutex_destroy(&st->lock);
   free(st);
   ctx->list = NULL;
@@ -295,6 +303,26 @@ static int64_t rec_blocks(const bci_rec *r) { return (int64_t)r->grid[0] * r->gr
 
 #define ITEM_HEAD 24 /* templates/list.cu: i64 first; u32 gx, gy, gz, pad */
 
+/* A launch's items as kernel parameters, for a list variant with a parameter entry (block
+ * quantize: templates/list.cu, X__list_p, struct bc_list_params: u32 np, pad; an array of NP
+ * items of `stride` bytes; u32 firsts[NP]; NP = param_cap(stride)). Used for a launch whose items
+ * all fit and whose kernel has an item of more than SMALL_ITEM blocks (the gain is per block of a
+ * large tensor; a list of small ones keeps the table and its 16 bytes of parameters). */
+static size_t param_cap(size_t stride) { return (BCI_LIST_PARAM_BYTES - 8) / (stride + 4); }
+
+static void param_items(unsigned char *pb, const unsigned char *tab, size_t n, size_t stride) {
+  const size_t cap = param_cap(stride);
+  const uint32_t head[2] = { (uint32_t)n, 0 };
+  memcpy(pb, head, 8);
+  memcpy(pb + 8, tab, n * stride);
+  for (size_t i = 0; i < n; i++) {
+    int64_t first;
+    memcpy(&first, tab + i * stride, 8);
+    const uint32_t f = (uint32_t)first;
+    memcpy(pb + 8 + cap * stride + 4 * i, &f, 4);
+  }
+}
+
 static bc_status flush(bc_ctx *ctx, const char *fn, void *stream) {
   struct bci_list_state *st = ctx->list;
   bci_sink *sk = &st->sink;
@@ -315,7 +343,7 @@ static bc_status flush(bc_ctx *ctx, const char *fn, void *stream) {
       if (g == st->ngroups) {
         s = grow(ctx, (void **)&st->groups, &st->cap_groups, g + 1, sizeof *st->groups);
         if (s != BC_OK) return s;
-        st->groups[g] = (group){ r->k, NULL, r->stage, r->smem, r->threads, 0, ITEM_HEAD + r->len, 0, 0, 0 };
+        st->groups[g] = (group){ r->k, NULL, r->stage, r->smem, r->threads, 0, ITEM_HEAD + r->len, 0, 0, 0, 0 };
         st->ngroups++;
       }
     }
@@ -328,6 +356,7 @@ static bc_status flush(bc_ctx *ctx, const char *fn, void *stream) {
                       (long long)r->item, (long long)rec_blocks(r), r->k->name);
     G->count++;
     G->blocks += rec_blocks(r);
+    if (rec_blocks(r) > G->big) G->big = rec_blocks(r);
     st->rec_group[i] = last = g;
   }
   /* launch order: by stage, then first appearance (insertion sort: a handful of groups), and
@@ -431,13 +460,19 @@ static bc_status flush(bc_ctx *ctx, const char *fn, void *stream) {
           for (size_t q = 0; q < st->nsegs && s == BC_OK; q++) {
             const segment *sg = &st->segs[q];
             if (sg->group != g) continue;
+            void *strm = pass == 0 ? st->side : stream;
+            if (G->list->func_p && G->big > SMALL_ITEM && sg->count <= param_cap(G->stride)) {
+              param_items(st->pbuf, (const unsigned char *)c->host + sg->off, sg->count, G->stride);
+              s = bci_kernel_launch_p(ctx, G->list, (unsigned)sg->blocks, G->threads, G->smem, strm, st->pbuf);
+              continue;
+            }
             CUdeviceptr items = d + sg->off;
             int cnt = (int)sg->count;
             uint32_t tot = (uint32_t)sg->blocks;
             void *params[] = { &items, &cnt, &tot };
             int64_t grid = sg->blocks;
             if (pass == 0 && list_loops(G->k) && grid > (int64_t)st->side_k * sms) grid = (int64_t)st->side_k * sms;
-            s = bci_kernel_launch_smem(ctx, G->list, (unsigned)grid, 1, 1, G->threads, G->smem, pass == 0 ? st->side : stream, params);
+            s = bci_kernel_launch_smem(ctx, G->list, (unsigned)grid, 1, 1, G->threads, G->smem, strm, params);
           }
         }
       if (fork) { /* the caller's stream waits for the side stream (also after a failure) */
