@@ -312,6 +312,30 @@ int main(void) {
   }
   free(src);
 
+  /* list variants: the block quantize modules carry the parameter entry X__list_p (templates/list.cu,
+   * BC_LIST_PARAMS; runtime/jit/bc_kernel.c looks it up), the others only the table entry */
+  {
+    static const struct { const char *k; int has_p; } lv[] = {
+      { "bc_quantize_mxfp8_e4m3__bf16__row__list", 1 }, { "bc_quantize_nvfp4__fp32__rowcol__list", 1 },
+      { "bc_quantize_fp8_block_128x128__bf16__col__list", 1 }, { "bc_amax__bf16__list", 0 },
+      { "bc_dequantize_mxfp8_e4m3__bf16__row__list", 0 }, { "bc_quantize_thin_mxfp8_e4m3__bf16__row__list", 0 },
+    };
+    for (size_t i = 0; i < sizeof lv / sizeof lv[0]; i++) {
+      char entry[192], table[192];
+      snprintf(table, sizeof table, "\n%s(const bc_list_item", lv[i].k);
+      if (bc_kernel_source(a, lv[i].k, "sm_90", &src, &n) != BC_OK) {
+        ok(0, "%s generates: %s", lv[i].k, bc_last_error(a));
+        continue;
+      }
+      /* the entry's text is in every list module, compiled where BC_LIST_PARAMS is 1 */
+      snprintf(entry, sizeof entry, "\n#define BC_LIST_PARAMS %d\n", lv[i].has_p);
+      ok(strstr(src, table) != NULL, "%s: its table entry", lv[i].k);
+      ok(strstr(src, entry) != NULL && strstr(src, "\n#if BC_LIST_PARAMS\n") != NULL,
+         "%s: %s parameter entry", lv[i].k, lv[i].has_p ? "a" : "no");
+      free(src);
+    }
+  }
+
   is_int(bc_kernel_source(a, "bc_nope", "sm_90", &src, &n), BC_ERR_ARG, "unknown kernel");
   is_str_has(bc_last_error(a), "unknown kernel 'bc_nope'", "unknown kernel: named");
   is_int(bc_kernel_source(a, GOLDEN_KERNEL, "sm90", &src, &n), BC_ERR_ARG, "bad arch");
