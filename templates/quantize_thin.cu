@@ -11,8 +11,9 @@
 // a time with all their loads issued first (the host sizes the grid for one such step: a tensor
 // of one-element blocks, [4096, 1], pays the list's lookup and the set-up once per 4 elements and
 // its load latency once per 4 blocks). The scale padding: the writer of a stored row's last
-// valid entry zeroes the padding after it, the threads the stored rows past the valid ones in
-// 16-byte pieces (bc_sl_zero_side, bc_sl_zero_tail_piece: no division per entry). Round to
+// valid entry zeroes the padding after it (with the entry in one 32-bit store where the two fill
+// an aligned word: bc_sl_side4), the threads the stored rows past the valid ones in 16-byte
+// pieces (bc_sl_zero_side, bc_sl_zero_tail_piece: no division per entry). Round to
 // nearest only: the host sends stochastic rounding, 2D blocks and tensors that fill their tiles
 // to quantize_block.cu (runtime/ops/bc_ops.c: block_cast_launch).
 // Stored data rows are dld bytes apart (the dense row, or a wider buffer's: see quantize_block.cu).
@@ -89,8 +90,12 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
     for (int t = 0; t < BC_THIN_U; t++) {
       if (!n[t]) continue;
       const bc_bscale s = bc_block_scale(m[t], ts);
-      if (lane == 0) bc_write_scale(scale, sl, v[t], j[t], s.stored);
-      if (bc_sl_last(sl, v[t], j[t])) bc_sl_zero_side(sl, scale, BC_SCALE_BYTES, v[t], j[t], lane, tl);
+      const bool last = bc_sl_last(sl, v[t], j[t]), side4 = last && bc_sl_side4(sl, scale, v[t], j[t]);
+      if (lane == 0) {
+        if (side4) bc_write_scale_side4(scale, sl, v[t], j[t], s.stored);  // the entry and its row's side
+        else bc_write_scale(scale, sl, v[t], j[t], s.stored);
+      }
+      if (last && !side4) bc_sl_zero_side(sl, scale, BC_SCALE_BYTES, v[t], j[t], lane, tl);
       const i64 u0 = j[t] * BC_TB;
 #pragma unroll
       for (int q = 0; q < BC_GPL; q++) {
