@@ -94,6 +94,8 @@ BCI_HIDDEN int bci_sha256_accel(int mode);
  * (cuCtxGetDevice_v2 takes a context in CUDA 13) still hands back the one we call. */
 BCI_HIDDEN bc_status bci_cuda_load(bc_ctx *ctx);
 BCI_HIDDEN bc_status bci_nvrtc_load(bc_ctx *ctx);
+/* The driver's name of a result ("CUDA_ERROR_OUT_OF_MEMORY"), "?" where it has none, for messages. */
+BCI_HIDDEN const char *bci_cu_error_name(CUresult r);
 /* The calling thread's current CUDA context (cuCtxGetCurrent). Between bci_cu_hold() and
  * bci_cu_release() (a list call: one thread, nothing in it changes the current context) the
  * driver is asked once and the answer reused, as is bci_cuda_device's device check: a list entry
@@ -178,10 +180,10 @@ extern BCI_HIDDEN bci_nvrtc_api bci_nvrtc;
   do {                                                                                                 \
     CUresult bci_r_ = (call);                                                                          \
     if (bci_r_ != CUDA_SUCCESS) {                                                                      \
-      const char *bci_n_ = "?", *bci_m_ = "?";                                                         \
-      if (bci_cu.GetErrorName) bci_cu.GetErrorName(bci_r_, &bci_n_);                                   \
+      const char *bci_m_ = "?";                                                                        \
       if (bci_cu.GetErrorString) bci_cu.GetErrorString(bci_r_, &bci_m_);                               \
-      return bci_fail((ctx), BC_ERR_CUDA, "%s failed: %s (%d): %s", #call, bci_n_, (int)bci_r_, bci_m_); \
+      return bci_fail((ctx), BC_ERR_CUDA, "%s failed: %s (%d): %s", #call, bci_cu_error_name(bci_r_),   \
+                      (int)bci_r_, bci_m_);                                                            \
     }                                                                                                  \
   } while (0)
 #endif

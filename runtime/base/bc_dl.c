@@ -79,12 +79,16 @@ static void load_cuda(void) {
 #undef SYM
   CUresult r = bci_cu.Init(0);
   if (r != CUDA_SUCCESS) {
-    const char *n = "?";
-    bci_cu.GetErrorName(r, &n);
-    snprintf(cuda_err, sizeof cuda_err, "cuInit failed: %s (%d): no usable GPU", n, (int)r);
+    snprintf(cuda_err, sizeof cuda_err, "cuInit failed: %s (%d): no usable GPU", bci_cu_error_name(r), (int)r);
     return;
   }
   cuda_ok = 1;
+}
+
+const char *bci_cu_error_name(CUresult r) {
+  const char *n = "?";
+  if (!bci_cu.GetErrorName || bci_cu.GetErrorName(r, &n) != CUDA_SUCCESS || !n) return "?";
+  return n;
 }
 
 bc_status bci_cuda_load(bc_ctx *ctx) {
@@ -231,12 +235,9 @@ bc_status bci_ws_alloc(bc_ctx *ctx, size_t bytes, void *stream, void **out) {
   if (s != BC_OK) return s;
   CUdeviceptr p = 0;
   CUresult r = bci_cu.MemAllocAsync(&p, bytes, (CUstream)stream);
-  if (r != CUDA_SUCCESS) {
-    const char *en = "?";
-    bci_cu.GetErrorName(r, &en);
-    return bci_fail(ctx, BC_ERR_CUDA,
-                    "allocating a %zu-byte device workspace (cuMemAllocAsync) failed: %s", bytes, en);
-  }
+  if (r != CUDA_SUCCESS)
+    return bci_fail(ctx, BC_ERR_CUDA, "allocating a %zu-byte device workspace (cuMemAllocAsync) failed: %s", bytes,
+                    bci_cu_error_name(r));
   *out = (void *)(uintptr_t)p;
   return BC_OK;
 }

@@ -475,12 +475,9 @@ static bc_status zero_slab_tails(bc_ctx *ctx, const plan *p, unsigned char *buf,
   for (int r = 0; r < p->W; r++) {
     if ((r != p->me || mine != (const void *)(buf + o)) && size[r] > send[r]) {
       CUresult cr = bci_cu.MemsetD8Async((CUdeviceptr)(uintptr_t)(buf + o + send[r]), 0, size[r] - send[r], (CUstream)stream);
-      if (cr != CUDA_SUCCESS) {
-        const char *en = "?";
-        bci_cu.GetErrorName(cr, &en);
+      if (cr != CUDA_SUCCESS)
         return bci_fail(ctx, BC_ERR_CUDA, "bc_all_gather: zeroing the padding of rank %d's gathered scales (cuMemsetD8Async) failed: %s",
-                        r, en);
-      }
+                        r, bci_cu_error_name(cr));
     }
     o += size[r];
   }
@@ -689,11 +686,9 @@ static bc_status gather_hp(bc_ctx *ctx, const char *fn, bc_comm *comm, const bc_
       cp.WidthInBytes = (size_t)K * es;
       cp.Height = (size_t)m;
       CUresult cr = bci_cu.Memcpy2DAsync(&cp, (CUstream)stream);
-      if (cr != CUDA_SUCCESS) {
-        const char *en = "?";
-        bci_cu.GetErrorName(cr, &en);
-        s = bci_fail(ctx, BC_ERR_CUDA, "%s: copying the rank's rows into its slab (cuMemcpy2DAsync) failed: %s", fn, en);
-      }
+      if (cr != CUDA_SUCCESS)
+        s = bci_fail(ctx, BC_ERR_CUDA, "%s: copying the rank's rows into its slab (cuMemcpy2DAsync) failed: %s", fn,
+                     bci_cu_error_name(cr));
       bci_arg args[] = { BCI_ARG(m), BCI_ARG(K), BCI_ARG(S), BCI_ARG(pad_top), BCI_ARG(o), BCI_ARG(pa), BCI_ARG(nbc), BCI_ARG(G),
                          BCI_ARG(sp) };
       const bci_kernel *k;

@@ -226,11 +226,8 @@ bc_status bci_local_gatherv(bc_ctx *ctx, bc_comm *c, const char *sig, bc_status 
       const void *src = all[r].jobs[j].send;
       if (r == c->rank && src == dst) continue;
       CUresult e = bci_cu.MemcpyAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, len, (CUstream)stream);
-      if (e != CUDA_SUCCESS) {
-        const char *en = "?";
-        bci_cu.GetErrorName(e, &en);
-        s = bci_fail(ctx, BC_ERR_CUDA, "%s: copying %zu bytes from rank %d failed: %s", fn, len, r, en);
-      }
+      if (e != CUDA_SUCCESS)
+        s = bci_fail(ctx, BC_ERR_CUDA, "%s: copying %zu bytes from rank %d failed: %s", fn, len, r, bci_cu_error_name(e));
     }
   }
   /* the second rendezvous even after a failed copy: the other ranks are waiting for it */

@@ -429,10 +429,9 @@ fail:
 
 /* a failed driver call of the check, as BCI_CU words it */
 static bc_status cu_fail(bc_ctx *ctx, const char *call, CUresult r) {
-  const char *n = "?", *m = "?";
-  if (bci_cu.GetErrorName) bci_cu.GetErrorName(r, &n);
+  const char *m = "?";
   if (bci_cu.GetErrorString) bci_cu.GetErrorString(r, &m);
-  return bci_fail(ctx, BC_ERR_CUDA, "%s failed: %s (%d): %s", call, n, (int)r, m);
+  return bci_fail(ctx, BC_ERR_CUDA, "%s failed: %s (%d): %s", call, bci_cu_error_name(r), (int)r, m);
 }
 
 #define CU_GOTO(call)                                    \

@@ -129,19 +129,15 @@ static bc_status kernel_get_locked(bc_ctx *ctx, const char *name, const bci_kern
   CUresult r = bci_cu.LibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0);
   free(compiled);
   if (r != CUDA_SUCCESS) {
-    const char *en = "?";
-    bci_cu.GetErrorName(r, &en);
     free(k);
-    return bci_fail(ctx, BC_ERR_CUDA, "cuLibraryLoadData(%s for %s) failed: %s", name, arch, en);
+    return bci_fail(ctx, BC_ERR_CUDA, "cuLibraryLoadData(%s for %s) failed: %s", name, arch, bci_cu_error_name(r));
   }
   CUkernel kern;
   r = bci_cu.LibraryGetKernel(&kern, lib, name);
   if (r != CUDA_SUCCESS) {
-    const char *en = "?";
-    bci_cu.GetErrorName(r, &en);
     bci_cu.LibraryUnload(lib);
     free(k);
-    return bci_fail(ctx, BC_ERR_CUDA, "cuLibraryGetKernel(%s) failed: %s", name, en);
+    return bci_fail(ctx, BC_ERR_CUDA, "cuLibraryGetKernel(%s) failed: %s", name, bci_cu_error_name(r));
   }
   /* a list variant's second entry, taking its items in the kernel parameters (block quantize) */
   CUkernel kern_p = NULL;
@@ -161,11 +157,10 @@ static bc_status kernel_get_locked(bc_ctx *ctx, const char *name, const bci_kern
     if (r == CUDA_SUCCESS && kern_p)
       r = bci_cu.KernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, launch.smem, kern_p, dev);
     if (r != CUDA_SUCCESS) {
-      const char *en = "?";
-      bci_cu.GetErrorName(r, &en);
       bci_cu.LibraryUnload(lib);
       free(k);
-      return bci_fail(ctx, BC_ERR_CUDA, "cuKernelSetAttribute(%s, %d bytes of shared memory) failed: %s", name, launch.smem, en);
+      return bci_fail(ctx, BC_ERR_CUDA, "cuKernelSetAttribute(%s, %d bytes of shared memory) failed: %s", name, launch.smem,
+                      bci_cu_error_name(r));
     }
     k->smem_attr = launch.smem;
   }
@@ -374,11 +369,9 @@ static bc_status launch(bc_ctx *ctx, const bci_kernel *k, void *func, unsigned g
       if (r == CUDA_SUCCESS) __atomic_store_n(&((bci_kernel *)k)->smem_attr, smem, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&ctx->lock);
-    if (r != CUDA_SUCCESS) {
-      const char *en = "?";
-      bci_cu.GetErrorName(r, &en);
-      return bci_fail(ctx, BC_ERR_CUDA, "cuKernelSetAttribute(%s, %d bytes of shared memory) failed: %s", k->name, smem, en);
-    }
+    if (r != CUDA_SUCCESS)
+      return bci_fail(ctx, BC_ERR_CUDA, "cuKernelSetAttribute(%s, %d bytes of shared memory) failed: %s", k->name, smem,
+                      bci_cu_error_name(r));
   }
   CUlaunchConfig cfg;
   memset(&cfg, 0, sizeof cfg);
@@ -393,8 +386,7 @@ static bc_status launch(bc_ctx *ctx, const bci_kernel *k, void *func, unsigned g
   CUresult r = bci_cu.LaunchKernelEx(&cfg, (CUfunction)func, params, NULL);
   if (r == CUDA_SUCCESS) __atomic_fetch_add(&ctx->stats.launches, 1, __ATOMIC_RELAXED);
   if (r != CUDA_SUCCESS) {
-    const char *en = "?", *es = "?";
-    bci_cu.GetErrorName(r, &en);
+    const char *en = bci_cu_error_name(r), *es = "?";
     bci_cu.GetErrorString(r, &es);
     return bci_fail(ctx, BC_ERR_CUDA, "cuLaunchKernelEx(%s%s, grid %ux%ux%u, block %u) failed: %s: %s", k->name,
                     func == k->func ? "" : "_p", gx, gy, gz,

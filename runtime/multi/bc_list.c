@@ -28,13 +28,6 @@
 #define SMALL_ITEM 16 /* blocks */
 #define BCI_LIST_PARAM_BYTES 32736 /* templates/list.cu: BC_LIST_PARAM_BYTES */
 
-/* the driver's name of a failed call's result, for the messages below */
-static const char *cu_err(CUresult r) {
-  const char *en = "?";
-  if (bci_cu.GetErrorName) bci_cu.GetErrorName(r, &en);
-  return en;
-}
-
 typedef struct chunk {
   void *host;
   CUdeviceptr dev;
@@ -299,7 +292,7 @@ static bc_status chunk_get(bc_ctx *ctx, size_t size, chunk **out) {
     if (spare->host) bci_cu.MemFreeHost(spare->host);
     memset(spare, 0, sizeof *spare);
     return bci_fail(ctx, r == CUDA_ERROR_OUT_OF_MEMORY ? BC_ERR_NOMEM : BC_ERR_CUDA,
-                    "allocating a list buffer of %zu bytes (pinned host and device) failed: %s", cap, cu_err(r));
+                    "allocating a list buffer of %zu bytes (pinned host and device) failed: %s", cap, bci_cu_error_name(r));
   }
   spare->cap = cap;
   spare->cu = cur;
@@ -449,7 +442,7 @@ static bc_status flush(bc_ctx *ctx, const char *fn, void *stream) {
   if (s == BC_OK) {
     CUresult r = bci_cu.MemcpyHtoDAsync(d, c->host, total, (CUstream)stream);
     if (r != CUDA_SUCCESS) {
-      s = bci_fail(ctx, BC_ERR_CUDA, "%s: copying %zu bytes of item tables failed: %s", fn, total, cu_err(r));
+      s = bci_fail(ctx, BC_ERR_CUDA, "%s: copying %zu bytes of item tables failed: %s", fn, total, bci_cu_error_name(r));
     }
     /* stage by stage; a stage of several groups forks its smaller ones onto the side stream
      * (side_ctas above) */
@@ -467,7 +460,8 @@ static bc_status flush(bc_ctx *ctx, const char *fn, void *stream) {
         CUresult r = bci_cu.EventRecord(st->fork, (CUstream)stream);
         if (r == CUDA_SUCCESS) r = bci_cu.StreamWaitEvent(st->side, st->fork, 0);
         if (r != CUDA_SUCCESS) {
-          s = bci_fail(ctx, BC_ERR_CUDA, "%s: ordering the list's side stream after the caller's stream failed: %s", fn, cu_err(r));
+          s = bci_fail(ctx, BC_ERR_CUDA, "%s: ordering the list's side stream after the caller's stream failed: %s", fn,
+                       bci_cu_error_name(r));
         }
       }
       /* pass 0: the side stream's launches (the smaller groups, and the small items of the
@@ -499,7 +493,9 @@ static bc_status flush(bc_ctx *ctx, const char *fn, void *stream) {
         if (r == CUDA_SUCCESS) r = bci_cu.StreamWaitEvent((CUstream)stream, st->join, 0);
         if (r != CUDA_SUCCESS) {
           bci_cu.StreamSynchronize(st->side);
-          if (s == BC_OK) s = bci_fail(ctx, BC_ERR_CUDA, "%s: ordering the caller's stream after the list's side stream failed: %s", fn, cu_err(r));
+          if (s == BC_OK)
+            s = bci_fail(ctx, BC_ERR_CUDA, "%s: ordering the caller's stream after the list's side stream failed: %s", fn,
+                         bci_cu_error_name(r));
         }
       }
       j = e;
