@@ -18,8 +18,9 @@
 // operands, as in the single kernel, instead of the body's registers (ptxas: MXFP8 rowwise 40
 // registers and no spill through P, 20 bytes of spill through the table; fp8_block_1x128 rowwise
 // 8 against 48). One entry holding both paths inlined the body twice and spilled more (NVFP4
-// rowwise 212 bytes); two launches per kernel (P for a launch's large items, the table for the
-// rest) broke the one-launch-per-kernel rule (tests/bench/NOTES.md, "Items in the kernel parameters").
+// rowwise 212 bytes). Where a list's items do not all fit but its large ones do, the host sends
+// the large ones through P and the rest through the table in a second launch beside it
+// (runtime/multi/bc_list.c: wants_split; tests/bench/NOTES.md, "Items in the kernel parameters").
 
 struct bc_list_item {
   i64 first;

@@ -361,36 +361,53 @@ static void run_list(const bc_format *f, int64_t n, int large) {
   free(hv);
 }
 
-/* a uniform list (1000 x 64x64 bf16, rowwise, aligned) takes the fewest launches */
-static void uniform_launches(const bc_format *f) {
+/* a uniform list (1000 x 64x64 bf16, rowwise, aligned) takes the fewest launches. With `big`
+ * more tensors of 1024x1024 (more items than a block cast launch's parameters hold, its large
+ * ones fitting), a block cast takes one launch more: the large tensors through the parameter
+ * entry, the rest through the table (runtime/multi/bc_list.c: wants_split) */
+static void uniform_launches(const bc_format *f, int64_t big) {
   bc_format_info fi;
   bc_format_get_info(ctx, f, &fi);
-  int64_t n = 1000, r = 64, c = 64;
-  size_t db, sb;
-  db = lay_bytes(f, r, c, fi.has_rowwise ? BC_ROWWISE : BC_COLUMNWISE, 0, &sb);
-  size_t per = (db + 255) / 256 * 256 + (sb + 255) / 256 * 256 + 256;
-  char *in = dmalloc((size_t)n * r * c * 2), *out = dmalloc((size_t)n * per);
-  fill_input(in, (size_t)n * r * c * 2);
+  const bc_direction dir = fi.has_rowwise ? BC_ROWWISE : BC_COLUMNWISE;
+  int64_t n = 1000 + big;
+  size_t per[2], db[2], sb[2];
+  const int64_t side[2] = { 64, 1024 };
+  for (int k = 0; k < 2; k++) {
+    db[k] = lay_bytes(f, side[k], side[k], dir, 0, &sb[k]);
+    per[k] = (db[k] + 255) / 256 * 256 + (sb[k] + 255) / 256 * 256 + 256;
+  }
+  const size_t in_bytes = (size_t)1000 * 64 * 64 * 2 + (size_t)big * 1024 * 1024 * 2;
+  char *in = dmalloc(in_bytes), *out = dmalloc((size_t)1000 * per[0] + (size_t)big * per[1]);
+  fill_input(in, in_bytes);
   bc_tensor *x = calloc((size_t)n, sizeof *x);
   bc_qtensor *q = calloc((size_t)n, sizeof *q);
+  size_t xo = 0, oo = 0;
   for (int64_t i = 0; i < n; i++) {
-    x[i] = (bc_tensor){ in + (size_t)i * r * c * 2, BC_BF16, r, c, 0 };
-    char *b = out + (size_t)i * per;
+    const int k = i >= 1000;
+    const int64_t r = side[k], c = side[k];
+    x[i] = (bc_tensor){ in + xo, BC_BF16, r, c, 0 };
+    char *b = out + oo;
+    xo += (size_t)r * c * 2;
+    oo += per[k];
     q[i].format = f;
     q[i].rows = r;
     q[i].cols = c;
-    if (fi.has_rowwise) q[i].rowwise_data = b, q[i].rowwise_scale_inv = b + (db + 255) / 256 * 256;
-    else q[i].columnwise_data = b, q[i].columnwise_scale_inv = b + (db + 255) / 256 * 256;
-    q[i].amax = (float *)(b + per - 256);
-    q[i].scale = (float *)(b + per - 128);
+    if (fi.has_rowwise) q[i].rowwise_data = b, q[i].rowwise_scale_inv = b + (db[k] + 255) / 256 * 256;
+    else q[i].columnwise_data = b, q[i].columnwise_scale_inv = b + (db[k] + 255) / 256 * 256;
+    q[i].amax = (float *)(b + per[k] - 256);
+    q[i].scale = (float *)(b + per[k] - 128);
   }
   uint64_t l0 = launches();
   bc_status st = bc_quantize_list(ctx, n, x, q, NULL);
   uint64_t nl = launches() - l0;
   CK(cudaDeviceSynchronize());
-  int want = fi.block == BC_BLOCK_TENSOR ? 4 : fi.two_level ? 3 : 1;
-  ok(st == BC_OK && nl == (uint64_t)want, "%s: 1000 tensors of 64x64 bf16: %llu launches (want %d: %s)", fi.name,
-     (unsigned long long)nl, want, want == 4 ? "zero, amax, scale, cast" : want == 3 ? "zero, amax, cast" : "cast");
+  const int tensor = fi.block == BC_BLOCK_TENSOR;
+  int want = tensor ? 4 : fi.two_level ? 3 : 1;
+  if (big && !tensor) want++;
+  const char *casts = big && !tensor ? "cast of the large ones, cast of the rest" : "cast";
+  ok(st == BC_OK && nl == (uint64_t)want, "%s: 1000 tensors of 64x64 bf16 and %lld of 1024x1024: %llu launches (want %d: %s%s)",
+     fi.name, (long long)big, (unsigned long long)nl, want, tensor ? "zero, amax, scale, " : fi.two_level ? "zero, amax, " : "",
+     casts);
   CK(cudaFree(in));
   CK(cudaFree(out));
   free(x);
@@ -628,7 +645,8 @@ int main(void) {
      * the large ones through the parameter entry, the rest through the table on the side stream
      * (runtime/multi/bc_list.c: wants_split) */
     run_list(f, 300, 1);
-    uniform_launches(f);
+    uniform_launches(f, 0);
+    uniform_launches(f, 4);
     for (int rep = 0; rep < 4; rep++) run_grouped(f, info.block != BC_BLOCK_TENSOR && rep % 2, rep < 2 ? 1 : 3);
   }
   const bc_format *f;
