@@ -16,7 +16,8 @@
 //          registers: block amax (a block longer than the run is reduced across adjacent lanes)
 //          -> scale (written) -> encode -> 16-byte stores (8-byte for 6-bit runs of 24 bytes);
 //          output rows that are not 16-byte
-//          aligned are staged in shared memory and written by bc_write_rows.
+//          aligned are staged in shared memory and written by bc_write_rows (aligned 16-byte
+//          stores, each shifted out of the staged bytes as it is written).
 //   col    a task is two adjacent columns x BC_CH rows, read as one word per row (lanes on
 //          consecutive column pairs: conflict-free), held in registers up to 16 rows: packed
 //          block amax of both columns (a 1D block taller than BC_CH is reduced across the tasks
@@ -297,35 +298,66 @@ static __device__ __forceinline__ void bc_store_part(u8 *p, uint4 v, int lo, int
   if (at < hi) p[at] = (u8)(bc_word_at(v, at >> 2) >> (8 * (at & 3)));
 }
 
-// Output rows staged in shared memory (row j at st + j * stride, NB bytes) to global memory, all
-// threads cooperating, 16-byte pieces with consecutive threads along a row. dst_len(j, &dst, &len)
-// names row j's destination and its valid byte count (len <= 0: nothing). SHIFTED: dst may have any
-// alignment; the row's bytes were staged from offset (dst & 15), so every 16-byte aligned piece of
-// the destination is one aligned 16-byte piece of the staging row, and only the first and last
-// piece of a row are written in parts (bc_store_part).
-template <int NB, bool SHIFTED, class F>
+// Output rows staged in shared memory (row j at st + j * stride, at least NB + 16 bytes) to global
+// memory, all threads cooperating, 16-byte pieces with consecutive threads along a row.
+// dst_len(j, &dst, &len) names row j's destination and its valid byte count (len <= 0: nothing).
+// Staging (bc_stage_words), by MODE:
+//   BC_ROWS_ALIGNED  dst 16-byte aligned; the row's bytes staged from offset 0
+//   BC_ROWS_STAGED   dst of any alignment m = dst & 15; the bytes staged from offset m (shifted as
+//                    they were staged), so each aligned destination piece is one staged piece
+//   BC_ROWS_SHIFT    dst of any alignment; the bytes staged from offset 0, and the aligned
+//                    destination piece q (16 bytes at dst - m + 16 q) shifted out of the staged
+//                    bytes [16 q - m, 16 q - m + 16) as it is written (five staged words, funnel
+//                    shifts): cheap staging, no partial stores into shared memory
+// Of a row that is not aligned only the first and last piece are written in parts (bc_store_part).
+// LAST (the kernel's last phase): those pieces are items of their own after every row's inner ones,
+// so that few warps run both paths. Not before a barrier: the warps left with them hold it (a
+// kernel's columnwise part after its rowwise write ran slower; tests/bench/NOTES.md, "Ragged
+// shapes: the stores, not the loads").
+enum { BC_ROWS_ALIGNED = 0, BC_ROWS_STAGED = 1, BC_ROWS_SHIFT = 2 };
+template <int NB, int MODE, bool LAST, class F>
 static __device__ __forceinline__ void bc_write_rows(const u8 *st, int stride, int nrows, F dst_len) {
-  constexpr int nch = NB / 16 + (SHIFTED ? 1 : 0);
+  constexpr int nch = NB / 16 + (MODE != BC_ROWS_ALIGNED ? 1 : 0);
+  constexpr int nin = MODE != BC_ROWS_ALIGNED && LAST ? nch - 2 : nch;  // pieces in row order
 #pragma unroll 1
   for (int i = threadIdx.x; i < nrows * nch; i += BC_THREADS) {
-    const int j = i / nch, q = i % nch;
+    int j, q;
+    if (i < nrows * nin) {
+      j = i / nin;
+      q = i % nin + (nin < nch ? 1 : 0);
+    } else {  // LAST: the first and last pieces
+      j = (i - nrows * nin) >> 1;
+      q = (i - nrows * nin) & 1 ? nch - 1 : 0;
+    }
     u8 *dst;
     i64 len;
     dst_len(j, dst, len);
-    const int m = SHIFTED ? (int)((unsigned long long)dst & 15u) : 0;
+    const int m = MODE != BC_ROWS_ALIGNED ? (int)((unsigned long long)dst & 15u) : 0;
     const i64 o = 16 * q - m;  // destination offset of this piece
     if (o >= len) continue;
-    const uint4 d = *(const uint4 *)(st + j * stride + 16 * q);
+    const u8 *row = st + j * stride;
+    uint4 d;
+    if (MODE == BC_ROWS_SHIFT && m) {
+      const int so = 16 * q - m, w0 = so >> 2;  // first staged byte (< 0: the bytes before the row, not stored)
+      const u32 sh = 8u * (u32)(so & 3);
+      u32 x[5];
+#pragma unroll
+      for (int k = 0; k < 5; k++) x[k] = w0 + k >= 0 ? ((const u32 *)row)[w0 + k] : 0u;
+      d = make_uint4(__funnelshift_r(x[0], x[1], sh), __funnelshift_r(x[1], x[2], sh), __funnelshift_r(x[2], x[3], sh),
+                     __funnelshift_r(x[3], x[4], sh));
+    } else {
+      d = *(const uint4 *)(row + 16 * q);
+    }
     if (o >= 0 && o + 16 <= len) bc_store16(dst + o, d);
     else bc_store_part(dst + o, d, o < 0 ? (int)-o : 0, o + 16 <= len ? 16 : (int)(len - o));
   }
 }
 
 // Stage the code words w[0 .. N) of an output row at byte offset `at` of its staging row `st`
-// (16-byte aligned): word stores when the row is not shifted, else from the row's shift
-// (dst & 15): the bytes are moved to their place in the 16-byte pieces of the staging row by
-// funnel shifts, pieces wholly this thread's are one 16-byte store, the two it shares with its
-// neighbours' bytes are written in parts (bc_store_part).
+// (16-byte aligned): word stores unless `shifted` (BC_ROWS_STAGED: from the destination's
+// alignment dst & 15), when the bytes are moved to their place in the 16-byte pieces of the staging
+// row by funnel shifts, pieces wholly this thread's are one 16-byte store, the two it shares with
+// its neighbours' bytes are written in parts (bc_store_part).
 template <int N>
 static __device__ __forceinline__ void bc_stage_words(u8 *st, int at, const u32 *w, bool shifted, const u8 *dst) {
   if (!shifted) {
@@ -540,13 +572,12 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
                                      left < BC_RUN_BYTES ? (int)left : BC_RUN_BYTES);
       } else {
         // rows not 16-byte aligned: staged, then written by bc_write_rows below
-        bc_stage_words<BC_RUN_BYTES / 4>(rcodes + tr * BC_RSTRIDE, tc0 * BC_ELEM_BITS / 8, w, true,
-                                         row_data + r * row_bytes + c0 * BC_ELEM_BITS / 8);
+        bc_stage_words<BC_RUN_BYTES / 4>(rcodes + tr * BC_RSTRIDE, tc0 * BC_ELEM_BITS / 8, w, false, nullptr);
       }
     }
     if (!vec_row) {
       __syncthreads();
-      bc_write_rows<BC_TC * BC_ELEM_BITS / 8, true>(rcodes, BC_RSTRIDE, BC_TR, [&](int j, u8 *&dst, i64 &len) {
+      bc_write_rows<BC_TC * BC_ELEM_BITS / 8, BC_ROWS_SHIFT, !BC_COLUMNWISE>(rcodes, BC_RSTRIDE, BC_TR, [&](int j, u8 *&dst, i64 &len) {
         dst = row_data + (r0 + j) * row_bytes + c0 * BC_ELEM_BITS / 8;
         len = r0 + j < rows ? (cols - c0) * BC_ELEM_BITS / 8 : 0;
         if (len > BC_TC * BC_ELEM_BITS / 8) len = BC_TC * BC_ELEM_BITS / 8;
@@ -731,8 +762,8 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
       }
     }
     __syncthreads();
-    if (vec_col) bc_write_rows<BC_OB, false>(codes, BC_CSTRIDE, BC_TC, out_row);
-    else bc_write_rows<BC_OB, true>(codes, BC_CSTRIDE, BC_TC, out_row);
+    if (vec_col) bc_write_rows<BC_OB, BC_ROWS_ALIGNED, false>(codes, BC_CSTRIDE, BC_TC, out_row);
+    else bc_write_rows<BC_OB, BC_ROWS_STAGED, false>(codes, BC_CSTRIDE, BC_TC, out_row);
 #else
     if (tlive && c < cols && r < rows) {
       // rows r .. of the [rows, cols] output: the codes of columns c, c + 1 side by side, one

@@ -60,6 +60,8 @@ typedef struct opts {
   uint64_t seed, offset;
   int deq;         /* also dequantize (into the input dtype) */
   int cast_amax;   /* two-level: bc_quantize_cast with a given global amax instead of bc_quantize */
+  int in_off;      /* the input starts in_off elements into its buffer ... */
+  int ld_extra;    /* ... and its rows are cols + ld_extra elements apart (the gaps hold NaN bits) */
 } opts;
 
 static void fill_kind(void *h, bc_dtype dt, size_t n, int kind) {
@@ -102,8 +104,20 @@ static int run_case(const bc_format *f, bc_dtype dt, int64_t rows, int64_t cols,
   size_t es = bc_dtype_size(dt), n = (size_t)(rows * cols);
   void *h_in = malloc(n * es);
   fill_kind(h_in, dt, n, o.kind);
-  void *d_in = dmalloc(n * es);
-  CK(cudaMemcpy(d_in, h_in, n * es, cudaMemcpyHostToDevice));
+  /* strided / offset input: the rows at in_off + r * ld of a buffer that ends with the last row */
+  const int64_t ld = cols + o.ld_extra;
+  const size_t dn_in = (size_t)o.in_off + (size_t)((rows - 1) * ld + cols);
+  void *d_buf = dmalloc(dn_in * es), *d_in = (char *)d_buf + (size_t)o.in_off * es;
+  if (o.in_off || o.ld_extra) {
+    char *h_buf = malloc(dn_in * es);
+    memset(h_buf, 0xFF, dn_in * es);
+    for (int64_t r = 0; r < rows; r++)
+      memcpy(h_buf + ((size_t)o.in_off + (size_t)(r * ld)) * es, (char *)h_in + (size_t)(r * cols) * es, (size_t)cols * es);
+    CK(cudaMemcpy(d_buf, h_buf, dn_in * es, cudaMemcpyHostToDevice));
+    free(h_buf);
+  } else {
+    CK(cudaMemcpy(d_in, h_in, n * es, cudaMemcpyHostToDevice));
+  }
   side sr = { 0 }, sc = { 0 };
   int good = 1;
   if (dirs & 1) good &= side_alloc(f, rows, cols, BC_ROWWISE, o.swz, &sr);
@@ -120,7 +134,7 @@ static int run_case(const bc_format *f, bc_dtype dt, int64_t rows, int64_t cols,
   } else {
     CK(cudaMemset(d_amax, 0xA5, 4));
   }
-  bc_tensor x = { d_in, dt, rows, cols, 0 };
+  bc_tensor x = { d_in, dt, rows, cols, o.ld_extra ? ld : 0 };
   bc_qtensor q = { f, rows, cols, sr.d_data, sr.d_scale, sc.d_data, sc.d_scale, d_amax, NULL, o.swz, o.sr, o.seed, o.offset };
   bc_tensor hx = { h_in, dt, rows, cols, 0 };
   bc_qtensor hq = { f, rows, cols, sr.r_data, sr.r_scale, sc.r_data, sc.r_scale, &r_amax, NULL, o.swz, o.sr, o.seed, o.offset };
@@ -173,12 +187,14 @@ static int run_case(const bc_format *f, bc_dtype dt, int64_t rows, int64_t cols,
     free(rout);
   }
   const char *dirn[] = { "", "row", "col", "rowcol" };
-  ok(good, "%s %s %lldx%lld %s kind %d%s%s%s (+%d dequantize)%s%s", info.name, bc_dtype_name(dt), (long long)rows,
-     (long long)cols, dirn[dirs], o.kind, o.swz ? " swizzled" : "", o.sr ? " SR" : "", o.cast_amax ? " cast(amax)" : "", ndeq,
-     tag ? " " : "", tag ? tag : "");
+  char strided[64] = "";
+  if (o.in_off || o.ld_extra) snprintf(strided, sizeof strided, " input +%d elements, ld %lld", o.in_off, (long long)ld);
+  ok(good, "%s %s %lldx%lld %s kind %d%s%s%s%s (+%d dequantize)%s%s", info.name, bc_dtype_name(dt), (long long)rows,
+     (long long)cols, dirn[dirs], o.kind, o.swz ? " swizzled" : "", o.sr ? " SR" : "", o.cast_amax ? " cast(amax)" : "", strided,
+     ndeq, tag ? " " : "", tag ? tag : "");
   side_free(&sr);
   side_free(&sc);
-  cudaFree(d_in);
+  cudaFree(d_buf);
   cudaFree(d_amax);
   free(h_in);
   return good;
@@ -451,6 +467,19 @@ int main(void) {
           run_case(f, BC_BF16, SH(info, shapes8[si][0], shapes4[si][0], shapes6[si][0]), SH(info, shapes8[si][1], shapes4[si][1], shapes6[si][1]),
                    dirs, o, NULL);
     }
+    /* inputs whose rows are not 16-byte aligned, in whole tiles (loaded as aligned pieces shifted
+     * into place, the tensor's last row element by element): rows of an odd length, with the
+     * tile holding the last row whole; an offset, strided input (gaps of NaN bits); an offset
+     * dense one (every row shifted alike) */
+    for (int dt = 0; dt < 3; dt++)
+      for (int dirs = 1; dirs <= 3; dirs++) {
+        opts o = { 0 };
+        run_case(f, (bc_dtype)dt, 256, SH(info, 513, 514, 516), dirs, o, NULL);
+        o.in_off = 1; o.ld_extra = 3;
+        run_case(f, (bc_dtype)dt, 200, 520, dirs, o, NULL);
+        o.in_off = 3; o.ld_extra = 0;
+        run_case(f, (bc_dtype)dt, 256, 512, dirs, o, NULL);
+      }
     /* strided outputs: aligned codes + unaligned output rows, unaligned codes + aligned output
      * rows with a short last slot, both unaligned */
     {

@@ -5,10 +5,12 @@
  * 8191x8193 (8190x8194 for 4-bit formats, which need even sizes; 8188x8196 for 6-bit, multiples of
  * 4) and 16384x16384 bf16.
  *   bench_block [--format NAME] [--reps N] [--out FILE] [--shapes 1..3] [--size N] [--quantize-only] [--profile]
- *               [--dtype bf16|fp32]
+ *               [--dtype bf16|fp32] [--ragged]
  * --size N: the one shape NxN instead of the list; --quantize-only: no dequantize variants (tuning
  * sweeps); --profile: no validation and no timing, each variant launched once per shape (for ncu);
  * --dtype fp32: fp32 inputs (the same values; the copy's bytes and the dequantize output stay).
+ * --ragged: the shapes 8192x8192, M-ragged x 8192, 8192 x K-ragged and both ragged (the ragged
+ * sizes above), for the ragged-vs-aligned comparison.
  * Bytes counted: the input read once + every output (data and scales) written once; for
  * dequantize the data and scales read + the bf16 output. Two-level formats (NVFP4) are timed as
  * the cast with a given global amax (bc_quantize_cast), and also as bc_quantize (global amax
@@ -133,7 +135,7 @@ static int validate(const bc_format *f, int64_t M, int64_t K) {
 
 int main(int argc, char **argv) {
   const char *only_fmt = NULL, *out = NULL;
-  int max_shapes = 3, profile = 0, qonly = 0;
+  int max_shapes = 3, profile = 0, qonly = 0, ragged = 0;
   int64_t size = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--format") && i + 1 < argc) only_fmt = argv[++i];
@@ -142,12 +144,13 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--shapes") && i + 1 < argc) max_shapes = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--profile")) profile = 1;
     else if (!strcmp(argv[i], "--quantize-only")) qonly = 1;
+    else if (!strcmp(argv[i], "--ragged")) ragged = 1;
     else if (!strcmp(argv[i], "--size") && i + 1 < argc) size = atoll(argv[++i]);
     else if (!strcmp(argv[i], "--dtype") && i + 1 < argc && !strcmp(argv[i + 1], "fp32")) { in_dt = BC_FP32; in_es = 4; i++; }
     else if (!strcmp(argv[i], "--dtype") && i + 1 < argc && !strcmp(argv[i + 1], "bf16")) i++;
     else {
       fprintf(stderr, "usage: bench_block [--format NAME] [--reps N] [--out FILE] [--shapes 1..3] [--size N] [--quantize-only] "
-                      "[--profile] [--dtype bf16|fp32]\n");
+                      "[--profile] [--dtype bf16|fp32] [--ragged]\n");
       return 2;
     }
   }
@@ -178,10 +181,16 @@ int main(int argc, char **argv) {
     int valid = profile ? 1 : validate(f, pk == 4 ? 996 : pk == 2 ? 998 : 999, pk == 4 ? 1028 : pk == 2 ? 1030 : 1031);
     all_valid &= valid;
     const char *vs = valid ? "bit-exact" : "MISMATCH";
-    int64_t shapes[][2] = { { 8192, 8192 }, { pk == 4 ? 8188 : pk == 2 ? 8190 : 8191, pk == 4 ? 8196 : pk == 2 ? 8194 : 8193 },
-                            { 16384, 16384 } };
+    const int64_t mr = pk == 4 ? 8188 : pk == 2 ? 8190 : 8191, kr = pk == 4 ? 8196 : pk == 2 ? 8194 : 8193;
+    int64_t shapes[4][2] = { { 8192, 8192 }, { mr, kr }, { 16384, 16384 }, { 0, 0 } };
+    int nshapes = 3;
+    if (ragged) { /* aligned, M-ragged, K-ragged, both */
+      int64_t rs[4][2] = { { 8192, 8192 }, { mr, 8192 }, { 8192, kr }, { mr, kr } };
+      memcpy(shapes, rs, sizeof rs);
+      nshapes = max_shapes = 4;
+    }
     if (size > 0) { shapes[0][0] = shapes[0][1] = size; max_shapes = 1; }
-    for (int si = 0; si < 3 && si < max_shapes; si++) {
+    for (int si = 0; si < nshapes && si < max_shapes; si++) {
       int64_t M = shapes[si][0], K = shapes[si][1];
       size_t n = (size_t)(M * K);
       uint16_t *h = malloc(n * 2);
