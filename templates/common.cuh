@@ -698,6 +698,38 @@ static __device__ __forceinline__ void bc_store4(void *p, u32 v) {
 #endif
 }
 
+// Bytes [s, s + 16) (0 <= s < 16) of the 32 bytes lo, hi (lo first): 11 selects, 4 funnel shifts.
+static __device__ __forceinline__ uint4 bc_bytes_at(uint4 lo, uint4 hi, int s) {
+  const int q = s >> 2;
+  const u32 sh = 8u * (u32)(s & 3);
+  const u32 c[8] = { lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w };
+  u32 d[6], e[5];
+#pragma unroll
+  for (int i = 0; i < 6; i++) d[i] = q & 2 ? c[i + 2] : c[i];
+#pragma unroll
+  for (int i = 0; i < 5; i++) e[i] = q & 1 ? d[i + 1] : d[i];
+  return make_uint4(__funnelshift_r(e[0], e[1], sh), __funnelshift_r(e[1], e[2], sh), __funnelshift_r(e[2], e[3], sh),
+                    __funnelshift_r(e[3], e[4], sh));
+}
+
+// Word i (0..3) of a 16-byte piece.
+static __device__ __forceinline__ u32 bc_word_at(uint4 v, int i) { return i & 2 ? (i & 1 ? v.w : v.z) : (i & 1 ? v.y : v.x); }
+
+// Bytes [lo, hi) (0 <= lo < hi <= 16) of the piece v to the 16-byte aligned address p (global or
+// shared memory), as aligned stores of 1, 2, 4 and 8 bytes: at most 7 instead of one per byte.
+static __device__ __forceinline__ void bc_store_part(u8 *p, uint4 v, int lo, int hi) {
+  int at = lo;
+  if ((at & 1) && at < hi) { p[at] = (u8)(bc_word_at(v, at >> 2) >> (8 * (at & 3))); at += 1; }
+  if ((at & 2) && at + 2 <= hi) { *(u16 *)(p + at) = (u16)(bc_word_at(v, at >> 2) >> (8 * (at & 3))); at += 2; }
+  if ((at & 4) && at + 4 <= hi) { *(u32 *)(p + at) = bc_word_at(v, at >> 2); at += 4; }
+  if ((at & 8) && at + 8 <= hi) { *(uint2 *)(p + at) = make_uint2(v.z, v.w); at += 8; }
+  // what is left starts aligned to every step below that still fits
+  if (at + 8 <= hi) { *(uint2 *)(p + at) = make_uint2(v.x, v.y); at += 8; }
+  if (at + 4 <= hi) { *(u32 *)(p + at) = bc_word_at(v, at >> 2); at += 4; }
+  if (at + 2 <= hi) { *(u16 *)(p + at) = (u16)(bc_word_at(v, at >> 2) >> (8 * (at & 3))); at += 2; }
+  if (at < hi) p[at] = (u8)(bc_word_at(v, at >> 2) >> (8 * (at & 3)));
+}
+
 // ---------------------------------------------------------------------------------------------
 // reductions
 // ---------------------------------------------------------------------------------------------

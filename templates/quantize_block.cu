@@ -280,24 +280,6 @@ static __device__ __forceinline__ void bc_store_codes(u8 *dst, const u32 *w, boo
   }
 }
 
-// Word i (0..3) of a 16-byte piece.
-static __device__ __forceinline__ u32 bc_word_at(uint4 v, int i) { return i & 2 ? (i & 1 ? v.w : v.z) : (i & 1 ? v.y : v.x); }
-
-// Bytes [lo, hi) (0 <= lo < hi <= 16) of the piece v to the 16-byte aligned address p (global or
-// shared memory), as aligned stores of 1, 2, 4 and 8 bytes: at most 7 instead of one per byte.
-static __device__ __forceinline__ void bc_store_part(u8 *p, uint4 v, int lo, int hi) {
-  int at = lo;
-  if ((at & 1) && at < hi) { p[at] = (u8)(bc_word_at(v, at >> 2) >> (8 * (at & 3))); at += 1; }
-  if ((at & 2) && at + 2 <= hi) { *(u16 *)(p + at) = (u16)(bc_word_at(v, at >> 2) >> (8 * (at & 3))); at += 2; }
-  if ((at & 4) && at + 4 <= hi) { *(u32 *)(p + at) = bc_word_at(v, at >> 2); at += 4; }
-  if ((at & 8) && at + 8 <= hi) { *(uint2 *)(p + at) = make_uint2(v.z, v.w); at += 8; }
-  // what is left starts aligned to every step below that still fits
-  if (at + 8 <= hi) { *(uint2 *)(p + at) = make_uint2(v.x, v.y); at += 8; }
-  if (at + 4 <= hi) { *(u32 *)(p + at) = bc_word_at(v, at >> 2); at += 4; }
-  if (at + 2 <= hi) { *(u16 *)(p + at) = (u16)(bc_word_at(v, at >> 2) >> (8 * (at & 3))); at += 2; }
-  if (at < hi) p[at] = (u8)(bc_word_at(v, at >> 2) >> (8 * (at & 3)));
-}
-
 // Output rows staged in shared memory (row j at st + j * stride, at least NB + 16 bytes) to global
 // memory, all threads cooperating, 16-byte pieces with consecutive threads along a row.
 // dst_len(j, &dst, &len) names row j's destination and its valid byte count (len <= 0: nothing).

@@ -126,8 +126,10 @@ int main(void) {
   const int quick = getenv("BC_TEST_QUICK") != NULL;
   if (quick) diag("BC_TEST_QUICK: shapes up to 1024x4096");
   const char *fmts[] = { "fp8_e4m3_tensor", "fp8_e5m2_tensor" };
-  int64_t shapes[][2] = { { 1, 1 }, { 1, 7 }, { 7, 1 }, { 4096, 1 }, { 1, 4099 }, { 3, 17 }, { 127, 129 }, { 64, 64 }, { 1024, 4096 },
-                          { 8192, 8192 } };
+  /* 300x200, 257x129: whole tiles whose transposed output rows are not 16-byte aligned (aligned and
+   * unaligned input rows) */
+  int64_t shapes[][2] = { { 1, 1 }, { 1, 7 }, { 7, 1 }, { 4096, 1 }, { 1, 4099 }, { 3, 17 }, { 127, 129 }, { 64, 64 }, { 300, 200 },
+                          { 257, 129 }, { 1024, 4096 }, { 8192, 8192 } };
   for (int fi = 0; fi < 2; fi++) {
     const bc_format *f;
     bc_format_get(ctx, fmts[fi], &f);
@@ -151,6 +153,7 @@ int main(void) {
         run_case(f, (bc_dtype)dt, 127, 129, 133, dirs, 0, 1, 1);
         run_case(f, (bc_dtype)dt, 64, 128, 192, dirs, 0, 1, 0);
         run_case(f, (bc_dtype)dt, 301, 1, 3, dirs, 0, 1, 1);
+        run_case(f, (bc_dtype)dt, 257, 129, 133, dirs, 0, 1, 0);
       }
     }
   }

@@ -3,7 +3,9 @@
  * with CUDA events: each sample is a batch of BATCH back-to-back launches (as in a training step,
  * so the launch latency of one call is not counted as kernel time), inputs rotated over 3
  * buffers; the median sample is reported. The copy is timed the same way.
- *   bench_fp8_tensor [--format fp8_e4m3_tensor] [--reps N] [--out results.md]
+ *   bench_fp8_tensor [--format fp8_e4m3_tensor] [--reps N] [--out results.md] [--only SUBSTRING] [--shapes 1..3]
+ *                    [--ragged]
+ * --ragged: the shapes 8192x8192, 8191x8192, 8192x8193 and 8191x8193 (aligned, M-, K-, both ragged).
  * Bytes counted: the input read once + every output written once (scale/amax not counted). */
 #include <math.h>
 #include <stdint.h>
@@ -68,15 +70,16 @@ static int validate(const bc_format *f, int64_t M, int64_t K, void *d_in, uint16
 
 int main(int argc, char **argv) {
   const char *fname = "fp8_e4m3_tensor", *out = NULL, *only = NULL;
-  int max_shapes = 3;
+  int max_shapes = 3, ragged = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--format") && i + 1 < argc) fname = argv[++i];
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else if (!strcmp(argv[i], "--shapes") && i + 1 < argc) max_shapes = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--ragged")) ragged = 1;
     else {
-      fprintf(stderr, "usage: bench_fp8_tensor [--format NAME] [--reps N] [--out FILE] [--only SUBSTRING] [--shapes 1..3]\n");
+      fprintf(stderr, "usage: bench_fp8_tensor [--format NAME] [--reps N] [--out FILE] [--only SUBSTRING] [--shapes 1..3] [--ragged]\n");
       return 2;
     }
   }
@@ -102,10 +105,16 @@ int main(int argc, char **argv) {
   EMIT("timing: median of %d samples, each %d back-to-back launches; bytes = input once + each output once\n\n", reps, BATCH);
   EMIT("| variant | shape | time (us) | GB/s | %% of copy | validated |\n|---|---|---|---|---|---|\n");
 
-  int64_t shapes[][2] = { { 8192, 8192 }, { 8191, 8193 }, { 16384, 16384 } };
+  int64_t shapes[4][2] = { { 8192, 8192 }, { 8191, 8193 }, { 16384, 16384 }, { 0, 0 } };
+  int nshapes = 3;
+  if (ragged) { /* aligned, M-ragged, K-ragged, both */
+    int64_t rs[4][2] = { { 8192, 8192 }, { 8191, 8192 }, { 8192, 8193 }, { 8191, 8193 } };
+    memcpy(shapes, rs, sizeof rs);
+    nshapes = max_shapes = 4;
+  }
   int all_valid = 1;
   if (getenv("BLOCKCAST_TUNING")) EMIT("tuning override: %s\n\n", getenv("BLOCKCAST_TUNING"));
-  for (int si = 0; si < 3 && si < max_shapes; si++) {
+  for (int si = 0; si < nshapes && si < max_shapes; si++) {
     int64_t M = shapes[si][0], K = shapes[si][1];
     size_t n = (size_t)(M * K);
     uint16_t *h = malloc(n * 2);

@@ -771,6 +771,38 @@ static __device__ __forceinline__ void bc_store4(void *p, u32 v) {
 #endif
 }
 
+// Bytes [s, s + 16) (0 <= s < 16) of the 32 bytes lo, hi (lo first): 11 selects, 4 funnel shifts.
+static __device__ __forceinline__ uint4 bc_bytes_at(uint4 lo, uint4 hi, int s) {
+  const int q = s >> 2;
+  const u32 sh = 8u * (u32)(s & 3);
+  const u32 c[8] = { lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w };
+  u32 d[6], e[5];
+#pragma unroll
+  for (int i = 0; i < 6; i++) d[i] = q & 2 ? c[i + 2] : c[i];
+#pragma unroll
+  for (int i = 0; i < 5; i++) e[i] = q & 1 ? d[i + 1] : d[i];
+  return make_uint4(__funnelshift_r(e[0], e[1], sh), __funnelshift_r(e[1], e[2], sh), __funnelshift_r(e[2], e[3], sh),
+                    __funnelshift_r(e[3], e[4], sh));
+}
+
+// Word i (0..3) of a 16-byte piece.
+static __device__ __forceinline__ u32 bc_word_at(uint4 v, int i) { return i & 2 ? (i & 1 ? v.w : v.z) : (i & 1 ? v.y : v.x); }
+
+// Bytes [lo, hi) (0 <= lo < hi <= 16) of the piece v to the 16-byte aligned address p (global or
+// shared memory), as aligned stores of 1, 2, 4 and 8 bytes: at most 7 instead of one per byte.
+static __device__ __forceinline__ void bc_store_part(u8 *p, uint4 v, int lo, int hi) {
+  int at = lo;
+  if ((at & 1) && at < hi) { p[at] = (u8)(bc_word_at(v, at >> 2) >> (8 * (at & 3))); at += 1; }
+  if ((at & 2) && at + 2 <= hi) { *(u16 *)(p + at) = (u16)(bc_word_at(v, at >> 2) >> (8 * (at & 3))); at += 2; }
+  if ((at & 4) && at + 4 <= hi) { *(u32 *)(p + at) = bc_word_at(v, at >> 2); at += 4; }
+  if ((at & 8) && at + 8 <= hi) { *(uint2 *)(p + at) = make_uint2(v.z, v.w); at += 8; }
+  // what is left starts aligned to every step below that still fits
+  if (at + 8 <= hi) { *(uint2 *)(p + at) = make_uint2(v.x, v.y); at += 8; }
+  if (at + 4 <= hi) { *(u32 *)(p + at) = bc_word_at(v, at >> 2); at += 4; }
+  if (at + 2 <= hi) { *(u16 *)(p + at) = (u16)(bc_word_at(v, at >> 2) >> (8 * (at & 3))); at += 2; }
+  if (at < hi) p[at] = (u8)(bc_word_at(v, at >> 2) >> (8 * (at & 3)));
+}
+
 // ---------------------------------------------------------------------------------------------
 // reductions
 // ---------------------------------------------------------------------------------------------
@@ -1166,8 +1198,10 @@ static __device__ __forceinline__ float bc_scale_dec(u32 stored) {
 // consecutive elements of a row: one 16-byte load each when the tile is whole and the rows are
 // aligned (vec_ok), else element loads masked at the edges, all issued before the first use.
 // Phase 1 encodes each element once, writes the rowwise codes and stages them transposed in
-// shared memory; phase 2 writes each tile column as BC_COL_VEC-byte pieces of an output row, or
-// byte by byte (consecutive threads on consecutive bytes) at ragged edges and misaligned rows.
+// shared memory; phase 2 writes each tile column as BC_COL_VEC-byte pieces of an output row; in
+// whole tiles whose output rows are not 16-byte aligned, as aligned 16-byte pieces shifted out of
+// the staged bytes (BC_TILE_SHIFTED); byte by byte (consecutive threads on consecutive bytes) at
+// ragged edges.
 
 #define BC_TILE_VECS (BC_TILE_COLS / BC_VEC)            /* runs per tile row */
 #define BC_LOAD_ROWS (BC_THREADS / BC_TILE_VECS)         /* tile rows per pass */
@@ -1179,19 +1213,29 @@ static __device__ __forceinline__ float bc_scale_dec(u32 stored) {
  * phase 2 still reads whole granules. */
 #define BC_SWZ(c) ((((c) >> 3) & (BC_TILE_ROWS / 16 - 1)) << 4)
 
+/* whole tiles of unaligned rows: element loads without bounds checks and the transposed rows as
+ * shifted 16-byte pieces, in the columnwise-only kernel; the rowwise + columnwise one keeps the
+ * masked loads and the byte path (with the pieces it ran slower on an H100: 8192x8193 cast both
+ * 214.6 -> 236.1 us, not profiled; tests/bench/NOTES.md) */
+#define BC_TILE_SHIFTED (!BC_ROWWISE)
+
 #if BC_TILE_COLS % BC_VEC || BC_THREADS % BC_TILE_VECS || BC_TILE_ROWS % BC_LOAD_ROWS || \
     BC_TILE_ROWS % BC_COL_VEC || BC_THREADS % BC_COL_GROUPS || BC_TILE_ROWS % 16 ||         \
     (BC_TILE_ROWS / 16) & (BC_TILE_ROWS / 16 - 1)
 #error "tile parameters do not divide evenly (gen/tuning)"
 #endif
 
-// Raw input bits of this thread's runs in tile (r0, c0); zeros outside the tensor.
+// Raw input bits of this thread's runs in tile (r0, c0): 16-byte loads (fast), element loads
+// (whole tiles of unaligned rows), element loads masked at the edges (zeros outside the tensor).
 static __device__ __forceinline__ void bc_tile_load(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld,
-                                                    i64 r0, i64 c0, bool fast, int vr, int vc,
+                                                    i64 r0, i64 c0, bool fast, bool whole, int vr, int vc,
                                                     uint4 (&v)[BC_LOAD_PASSES]) {
   if (fast) {
 #pragma unroll
     for (int p = 0; p < BC_LOAD_PASSES; p++) v[p] = bc_load_vec<BC_LOAD_VEC>(in, rows, cols, ld, r0 + vr + p * BC_LOAD_ROWS, c0 + vc);
+  } else if (whole) {
+#pragma unroll
+    for (int p = 0; p < BC_LOAD_PASSES; p++) v[p] = bc_load_vec<BC_LOAD_ELEMS>(in, rows, cols, ld, r0 + vr + p * BC_LOAD_ROWS, c0 + vc);
   } else {
 #pragma unroll
     for (int p = 0; p < BC_LOAD_PASSES; p++) v[p] = bc_load_vec<BC_LOAD_MASKED>(in, rows, cols, ld, r0 + vr + p * BC_LOAD_ROWS, c0 + vc);
@@ -1216,7 +1260,7 @@ bc_quantize_fp8_e4m3_tensor__bf16__rowcol(const BC_DTYPE_T *__restrict__ in, i64
   const i64 r0 = (t / tiles_x) * BC_TILE_ROWS, c0 = (t % tiles_x) * BC_TILE_COLS;
   const bool whole = r0 + BC_TILE_ROWS <= rows && c0 + BC_TILE_COLS <= cols;
   uint4 v[BC_LOAD_PASSES];
-  bc_tile_load(in, rows, cols, ld, r0, c0, whole && vec_ok, vr, vc, v);
+  bc_tile_load(in, rows, cols, ld, r0, c0, whole && vec_ok, BC_TILE_SHIFTED && whole, vr, vc, v);
 
   // ---- phase 1: encode once, rowwise out, stage codes[col][row]
 #pragma unroll
@@ -1260,6 +1304,25 @@ bc_quantize_fp8_e4m3_tensor__bf16__rowcol(const BC_DTYPE_T *__restrict__ in, i64
 #else
       *(u16 *)dst = *(const u16 *)src;
 #endif
+    }
+  } else if (BC_TILE_SHIFTED && whole) {
+    // output rows (tile columns) of any alignment: each aligned 16-byte piece of a row's
+    // destination shifted out of the two staged granules that hold it (common.cuh: bc_bytes_at),
+    // the row's first and last piece written in parts
+    constexpr int NP = BC_TILE_ROWS / 16 + 1;  // pieces a row's bytes can touch
+#pragma unroll 1
+    for (int i = tid; i < BC_TILE_COLS * NP; i += BC_THREADS) {
+      const int tc = i / NP, q = i % NP;
+      u8 *dst = col_out + (c0 + tc) * rows + r0;
+      const int m = (int)((unsigned long long)dst & 15u), o = 16 * q - m;  // o: the piece's offset in the row
+      if (o >= BC_TILE_ROWS) continue;
+      const int g = m ? q - 1 : q;  // the staged granule holding the piece's first byte (-1: before the row)
+      const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+      const uint4 lo = g >= 0 ? *(const uint4 *)&codes[tc][(16 * g) ^ BC_SWZ(tc)] : z;
+      const uint4 hi = m && g + 1 < BC_TILE_ROWS / 16 ? *(const uint4 *)&codes[tc][(16 * (g + 1)) ^ BC_SWZ(tc)] : z;
+      const uint4 d = bc_bytes_at(lo, hi, (16 - m) & 15);
+      if (o >= 0 && o + 16 <= BC_TILE_ROWS) bc_store16(dst + o, d);
+      else bc_store_part(dst + o, d, o < 0 ? -o : 0, o + 16 <= BC_TILE_ROWS ? 16 : BC_TILE_ROWS - o);
     }
   } else {
 #pragma unroll 1
