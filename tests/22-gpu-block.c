@@ -467,10 +467,10 @@ int main(void) {
           run_case(f, BC_BF16, SH(info, shapes8[si][0], shapes4[si][0], shapes6[si][0]), SH(info, shapes8[si][1], shapes4[si][1], shapes6[si][1]),
                    dirs, o, NULL);
     }
-    /* inputs whose rows are not 16-byte aligned, in whole tiles (loaded as aligned pieces shifted
-     * into place, the tensor's last row element by element): rows of an odd length, with the
-     * tile holding the last row whole; an offset, strided input (gaps of NaN bits); an offset
-     * dense one (every row shifted alike) */
+    /* inputs whose rows are not 16-byte aligned, in whole tiles (element loads) and with output
+     * rows that are not either (the shifted row writes of bc_write_rows): rows of an odd length,
+     * with the tile holding the last row whole; an offset, strided input (gaps of NaN bits: a
+     * kernel reading them would change the amaxes); an offset dense one (every row shifted alike) */
     for (int dt = 0; dt < 3; dt++)
       for (int dirs = 1; dirs <= 3; dirs++) {
         opts o = { 0 };
