@@ -568,9 +568,10 @@ end
 -- not name keeps the incumbent's value). Combinations a kernel cannot take (shared memory, column
 -- pairs per thread) are dropped, and those whose launch equals an earlier one's.
 local TUNE_SPACE = {
-  ["quantize_block.cu"] = { { "tile_rows", "tile_cols", { 64, 128 }, { 32, 128 }, { 128, 64 }, { 64, 64 }, { 128, 128 },
+  ["quantize_block.cu"] = { { "threads", { 256 }, { 512 } },
+                            { "tile_rows", "tile_cols", { 64, 128 }, { 32, 128 }, { 128, 64 }, { 64, 64 }, { 128, 128 },
                               { 256, 64 } },
-                            { "min_blocks", { 3 }, { 4 }, { 5 }, { 6 } } },
+                            { "min_blocks", { 2 }, { 3 }, { 4 }, { 5 }, { 6 } } },
   ["dequantize_block.cu"] = { { "threads", { 256 }, { 512 } }, { "unroll", { 2 }, { 4 }, { 8 } },
                               { "blocks_per_sm", { 4 }, { 8 }, { 16 } } },
   ["quantize_row.cu"] = { { "unroll", { 1 }, { 2 }, { 4 } }, { "min_blocks", { 4 }, { 8 } } },

@@ -1,19 +1,20 @@
-// templates/shard_bamax.cu: a rank's partial block amaxes of the two block bands its shard may
-// cut (runtime/comm: bc_shard_cast). The shard `in` holds elements [s, e) of a [rows, cols]
-// weight flattened row by row. For band t in {0, 1} (rows [band_t, band_t + bh)) and column c:
+// templates/shard_bamax.cu: a rank's partial block amaxes of the block bands its shard cuts
+// (runtime/comm: bc_shard_cast). The shard `in` holds elements [s, e) of a [rows, cols] weight
+// flattened row by row. For band t < nb (nb 1 or 2; rows [band_t, band_t + bh)) and column c:
 // max |x| over the band's rows whose element (r, c) the shard holds, folded into
 // amx[t * nbc + c / bw] with an integer atomicMax on the fp32 bits (bw: a block's columns, 1
 // for N x 1 blocks). NaN is ignored (fmaxf) as the block quantize's amax ignores it, so a
 // block's true amax is the max of its parts. Block 0's thread 0 writes the bands' ids (band + 1
-// in three 16-bit pieces, exact in fp32) to ids[0 .. 6): the other ranks match bands by them
+// in three 16-bit pieces, exact in fp32) to ids[0 .. 3 nb): the other ranks match bands by them
 // after the MAX all-reduce (the host zeroes both arrays first).
 
 extern "C" __global__ void __launch_bounds__(BC_THREADS)
 ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 s, i64 e, i64 rows, i64 cols, i64 bh, i64 bw, i64 nbc, i64 band0, i64 band1,
-          float *__restrict__ amx, float *__restrict__ ids) {
+          int nb, float *__restrict__ amx, float *__restrict__ ids) {
   if (BC_BID.x == 0 && threadIdx.x == 0) {
 #pragma unroll
     for (int t = 0; t < 2; t++) {
+      if (t >= nb) break;
       const u64 id = (u64)(t ? band1 : band0) + 1;
       ids[3 * t] = (float)(u32)(id & 0xFFFFu);
       ids[3 * t + 1] = (float)(u32)((id >> 16) & 0xFFFFu);
@@ -28,9 +29,9 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 s, i64 e, i64 rows, i64 cols, i
 #pragma unroll 1
   for (i64 ch = BC_BID.y; ch * 8 < bh; ch += BC_GDIM.y) {
 #pragma unroll 1
-    for (i64 t0 = (i64)BC_BID.x * BC_THREADS + (threadIdx.x & ~31); t0 < 2 * cols; t0 += (i64)BC_GDIM.x * BC_THREADS) {
+    for (i64 t0 = (i64)BC_BID.x * BC_THREADS + (threadIdx.x & ~31); t0 < nb * cols; t0 += (i64)BC_GDIM.x * BC_THREADS) {
       const i64 t = t0 + lane;
-      const int valid = t < 2 * cols;
+      const int valid = t < nb * cols;
       const int slot = t >= cols;
       const i64 c = t - (slot ? cols : 0);
       const i64 b = slot ? band1 : band0;

@@ -106,6 +106,18 @@ BCI_HIDDEN void bci_cu_release(void);
 /* Current device's arch ("sm_90") and SM count; fails without a context. */
 BCI_HIDDEN bc_status bci_cuda_device(bc_ctx *ctx, char arch[16], int *sm_count);
 BCI_HIDDEN bc_status bci_cuda_memset32(bc_ctx *ctx, void *dptr, uint32_t value, size_t count, void *stream);
+/* A side stream of the context's greatest priority and its fork / join events, made in the
+ * current CUDA context (remade when it changes): the lists' stages (multi/bc_list.c) and
+ * bc_shard_cast (comm/) run short kernels on one beside the large ones of the caller's stream. */
+typedef struct bci_side {
+  CUstream stream;
+  CUevent fork, join;
+  CUcontext cu;
+} bci_side;
+/* 1 when sd is ready in the current context, 0 when it cannot be made (run on one stream) */
+BCI_HIDDEN int bci_side_ready(bci_side *sd);
+/* synchronizes and destroys what sd holds */
+BCI_HIDDEN void bci_side_drop(bci_side *sd);
 /* a stream-ordered device workspace (cuMemAllocAsync; 0 bytes: NULL) and its release on a stream */
 BCI_HIDDEN bc_status bci_ws_alloc(bc_ctx *ctx, size_t bytes, void *stream, void **out);
 BCI_HIDDEN void bci_ws_free(void *p, void *stream);

@@ -228,6 +228,33 @@ bc_status bci_cuda_memset32(bc_ctx *ctx, void *dptr, uint32_t value, size_t coun
   return BC_OK;
 }
 
+void bci_side_drop(bci_side *sd) {
+  if (sd->stream) {
+    bci_cu.StreamSynchronize(sd->stream);
+    bci_cu.StreamDestroy(sd->stream);
+  }
+  if (sd->fork) bci_cu.EventDestroy(sd->fork);
+  if (sd->join) bci_cu.EventDestroy(sd->join);
+  memset(sd, 0, sizeof *sd);
+}
+
+int bci_side_ready(bci_side *sd) {
+  CUcontext cur = NULL;
+  if (bci_cu_current(&cur) != CUDA_SUCCESS || !cur) return 0;
+  if (sd->stream && sd->cu == cur) return 1;
+  bci_side_drop(sd);
+  int least = 0, greatest = 0;
+  if (bci_cu.CtxGetStreamPriorityRange(&least, &greatest) != CUDA_SUCCESS) greatest = 0;
+  if (bci_cu.StreamCreateWithPriority(&sd->stream, CU_STREAM_NON_BLOCKING, greatest) != CUDA_SUCCESS) sd->stream = NULL;
+  if (!sd->stream || bci_cu.EventCreate(&sd->fork, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS ||
+      bci_cu.EventCreate(&sd->join, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+    bci_side_drop(sd);
+    return 0;
+  }
+  sd->cu = cur;
+  return 1;
+}
+
 bc_status bci_ws_alloc(bc_ctx *ctx, size_t bytes, void *stream, void **out) {
   *out = NULL;
   if (!bytes) return BC_OK;

@@ -25,6 +25,9 @@ struct bc_comm {
   struct bci_hub *hub;
   CUcontext cu;               /* the rank's CUDA context when its events were made */
   CUevent ready, done;        /* this rank's: its inputs are ready / its reads are done */
+  /* both transports: a stream of the context's greatest priority for a call's short kernels and
+   * its collective, beside the large kernels it leaves on the caller's stream (bci_comm_fork) */
+  bci_side side;
 };
 
 /* One piece of an all-gather: each rank r contributes len[r] bytes (this rank: `send`, device
@@ -61,6 +64,16 @@ BCI_HIDDEN bc_status bci_comm_check_args(bc_ctx *ctx, bc_comm *comm, const char 
 /* the agreement check of a call whose own argument checks gave s: a rank that failed takes part
  * with a signature saying so, and gets its own status (and message) back */
 BCI_HIDDEN bc_status bci_comm_agree(bc_ctx *ctx, bc_comm *comm, const char *fn, const char *sig, bc_status s, void *stream);
+
+/* The rank's side stream in the current CUDA context, ordered after `stream` (made once, remade
+ * when the context changes): a call forks its short kernels and its collective onto it, and
+ * bci_comm_join orders `stream` after them. NULL when it cannot be made (the call then runs
+ * everything on `stream`, one kernel after the other). A communicator serves one thread at a
+ * time (its rank's), so the stream and its events are the call's alone. */
+BCI_HIDDEN void *bci_comm_fork(bc_comm *comm, void *stream);
+/* `stream` waits for what the call put on the side stream; a failure to order it synchronizes
+ * the side stream and is reported (fn names the call) */
+BCI_HIDDEN bc_status bci_comm_join(bc_ctx *ctx, bc_comm *comm, const char *fn, void *stream);
 
 /* ---- NCCL (bc_nccl.c) ---- */
 BCI_HIDDEN bc_status bci_nccl_allreduce_max(bc_ctx *ctx, bc_comm *comm, float *buf, int64_t n, void *stream);

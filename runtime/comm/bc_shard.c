@@ -5,11 +5,11 @@
  * the tensor's amax), so a rank casts its elements exactly once it knows the amax of every block
  * it touches. A shard is a contiguous range: only the block bands (bh rows: the block's height in
  * the input, 1 for rowwise 1D blocks) containing its first and its last row can hold other ranks'
- * elements. Per direction ("pass") the rank computes its partial amax of those two bands, per
- * block column (templates/shard_bamax.cu), into its own slots of a table every rank lays out the
- * same way: [W ranks][2 bands] x (3 id words + nbc amaxes); the tensor amaxes take one word per
- * weight. ONE all-reduce MAX of the whole vector (zeros elsewhere) gives every rank the others'
- * parts. Then, per weight:
+ * elements. Per direction ("pass") the rank computes its partial amax of those of the two bands
+ * it cuts (holds some but not all of), per block column (templates/shard_bamax.cu), into its own
+ * slots of a table every rank lays out the same way: [W ranks][2 bands] x (3 id words + nbc
+ * amaxes); the tensor amaxes take one word per weight. ONE all-reduce MAX of the whole vector
+ * (zeros elsewhere) gives every rank the others' parts. Then, per weight:
  *   interior   rows [A, B) the rank holds whole, aligned to every pass's band height: quantized
  *              straight from the shard, both directions in one read, everything written in
  *              place (all its blocks are the rank's): rowwise data (and MXFP8's untransposed
@@ -22,9 +22,12 @@
  *              block the rank does not hold, the block's amax over all ranks
  *              (templates/shard_stage.cu), so that the normal quantize kernels give that block's
  *              true scale; quantized into the workspace; the rank's own codes and scales placed.
- * Everything is recorded into the context's list (multi/): two flushes (partial amaxes; then
- * scales, slabs, quantizes, placements) with the all-reduce between them, a constant number of
- * launches however many weights. */
+ * Everything is recorded into the context's list (multi/), a few flushes a call whatever the
+ * number of weights (a constant number of launches): on the communicator's side stream (of the
+ * greatest priority) the partial amaxes, the all-reduce, the group amaxes and scales, the slabs;
+ * on the caller's stream the interiors (most of the bytes), those of formats without a tensor
+ * amax from the start, beside the rest, the others once the scales are known. The caller's
+ * stream waits for the side stream at the end. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,6 +59,7 @@ typedef struct wplan {
   size_t amax_at;
   int64_t A, B;         /* interior rows [A, B) */
   pass p[2];            /* rowwise, columnwise */
+  unsigned cap;         /* CTAs of each launch item of the short kernels (0: as many as the work) */
 } wplan;
 
 typedef struct plan {
@@ -206,6 +210,21 @@ static unsigned grid(int64_t work, unsigned threads) {
   return (unsigned)(g < 8192 ? g : 8192);
 }
 
+/* the short kernels' grid (their loops stride over it) within w->cap CTAs: beside the interiors
+ * (bc_shard_cast) they take few of the SMs' slots, which the interiors' blocks would fill */
+static void cap_grid(const wplan *w, unsigned *gx, unsigned *gy) {
+  if (!w->cap) return;
+  if (*gx > w->cap) *gx = w->cap;
+  const unsigned m = w->cap / *gx;
+  if (*gy > m) *gy = m ? m : 1;
+}
+
+/* whether the band of rows [b, b + bh) holds elements outside the shard [s, e) */
+static int band_cut(const wplan *w, const pass *p, int64_t b) {
+  const int64_t end = b + p->bh < w->R ? b + p->bh : w->R;
+  return w->s > b * w->C || w->e < end * w->C;
+}
+
 static bc_status rec_bamax(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const wplan *w, const pass *p, float *vec, int rank,
                            int W, void *stream) {
   const bci_kernel *kk;
@@ -215,11 +234,20 @@ static bc_status rec_bamax(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const w
   int64_t R = w->R, C = w->C, s0 = w->s, e = w->e, bh = p->bh, bw = p->bw, nbc = p->nbc, b0 = p->band[TOP], b1 = p->band[BOT];
   float *ids = vec + p->tab + (size_t)rank * 6;
   float *amx = vec + p->tab + (size_t)W * 6 + (size_t)rank * 2 * (size_t)nbc;
+  /* only the bands the shard cuts (holds some but not all of): nobody else holds elements of
+   * the others, and nobody looks them up (shard_stage.cu injects amaxes at elements the rank
+   * does not hold); their slots stay 0, matching no band. A weight held whole reads nothing here
+   * (35 MB of 128-row bands for rank 3 of bench_shard's model) */
+  const int cut0 = band_cut(w, p, b0), cut1 = b1 != b0 && band_cut(w, p, b1);
+  int nb = cut0 + cut1;
+  if (!nb) return BC_OK;
+  if (!cut0) b0 = b1, ids += 3, amx += nbc; /* band 1 alone: in its own slot */
   bci_arg args[] = { BCI_ARG(in), BCI_ARG(s0), BCI_ARG(e), BCI_ARG(R), BCI_ARG(C), BCI_ARG(bh), BCI_ARG(bw), BCI_ARG(nbc),
-                     BCI_ARG(b0), BCI_ARG(b1), BCI_ARG(amx), BCI_ARG(ids) };
+                     BCI_ARG(b0), BCI_ARG(b1), BCI_ARG(nb), BCI_ARG(amx), BCI_ARG(ids) };
   unsigned t = (unsigned)kk->launch.threads;
-  unsigned gy = (unsigned)cdiv(bh, 8);
-  return bci_run(ctx, k, kk, grid(2 * C, t), gy, 1, t, 0, stream, args, 12);
+  unsigned gx = grid(nb * C, t), gy = (unsigned)cdiv(bh, 8);
+  cap_grid(w, &gx, &gy);
+  return bci_run(ctx, k, kk, gx, gy, 1, t, 0, stream, args, 13);
 }
 
 static bc_status rec_stage(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const wplan *w, const pass *p, int which, const float *vec,
@@ -236,8 +264,10 @@ static bc_status rec_stage(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const w
   unsigned t = (unsigned)kk->launch.threads;
   /* 4 slab rows a thread (one a thread: 13,440 short blocks, 46 us for fp8_block_1x128 both in
    * bench_shard on the H200) */
-  int64_t gy = cdiv(nr, 4);
-  return bci_run(ctx, k, kk, grid(C, t), (unsigned)(gy < 65535 ? gy : 65535), 1, t, 0, stream, args, 14);
+  const int64_t y = cdiv(nr, 4);
+  unsigned gx = grid(C, t), gy = (unsigned)(y < 65535 ? y : 65535);
+  cap_grid(w, &gx, &gy);
+  return bci_run(ctx, k, kk, gx, gy, 1, t, 0, stream, args, 14);
 }
 
 /* The stages of a weight's launches (the list launches stage by stage, one launch per kernel and
@@ -268,12 +298,14 @@ static bc_status rec_place(bc_ctx *ctx, bci_sink *k, const wplan *w, const pass 
                        BCI_ARG(s0), BCI_ARG(e), BCI_ARG(R), BCI_ARG(C), BCI_ARG(r0), BCI_ARG(nr), BCI_ARG(bits),
                        BCI_ARG(high_first), BCI_ARG(mode), BCI_ARG(dd), BCI_ARG(col), BCI_ARG(vbr), BCI_ARG(vbc),
                        BCI_ARG(per_row), BCI_ARG(sb) };
-    /* one warp per row (data rows, or scale rows), x splits long rows: ~8 pieces a lane */
-    int64_t trows = dd ? (mode ? C : nr) : tsl.lrows, per = dd ? cdiv((mode ? nr : C) * bits / 8, 16) : tsl.lcols;
-    int64_t gy = cdiv(trows, t / 32), gx = cdiv(per, 32 * 8);
+    /* a thread per (data row, piece slot) or (scale row, entry) (shard_place.cu), ~4 a thread */
+    const int64_t rb = (mode ? nr : C) * bits / 8;
+    const int64_t units = dd ? (mode ? C : nr) * (rb / 16 + 2) : tsl.lrows * tsl.lcols;
+    unsigned ux = grid(cdiv(units, 4), t), uy = 1;
     /* data and scales in one stage (one launch for all placements: their bytes are disjoint) */
     if (k) k->stage = ST_PLACE;
-    s = bci_run(ctx, k, kk, (unsigned)(gx < 64 ? gx : 64), (unsigned)(gy < 65535 ? gy : 65535), 1, t, 0, stream, args, 21);
+    cap_grid(w, &ux, &uy);
+    s = bci_run(ctx, k, kk, ux, uy, 1, t, 0, stream, args, 21);
   }
   return s;
 }
@@ -315,19 +347,68 @@ static bc_status quant_stages_fail(bc_ctx *ctx, const bci_sink *k) {
                   FN, k->stage - ST_QUANT, ST_PLACE - ST_QUANT);
 }
 
-static bc_status rec_weight(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const wplan *w, bc_qtensor *q, float *vec, int W,
-                            void *ws, void *stream) {
-  bc_status s = BC_OK;
-  k->stage = ST_AMAX;
+/* The interior: both directions in one read, written in place: the rowwise data (and MXFP8's
+ * columnwise data) as dense rows of the weight's, transposed columnwise data as a band of columns
+ * of the weight's [C, R] rows, compact block scales as a window of the weight's; swizzled scales
+ * go to the workspace and are placed. It shares no byte with the slabs: rowwise data meets them
+ * at a row boundary (a 4-bit row has an even length), transposed data at columns A and B that are
+ * multiples of every pass's band height (or the end), and its scales are its own blocks' (a
+ * window without padding); so it may run beside the slabs' kernels (bc_shard_cast). */
+static bc_status rec_interior(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const wplan *w, bc_qtensor *q, void *ws, void *stream) {
+  if (w->B <= w->A) return BC_OK;
   const bc_format *f = w->f;
   const size_t es = bc_dtype_size(sh->dtype);
-  /* the group's amax and the scale (per tensor: every rank writes the same) */
-  if (w->tensor_amax) {
-    s = bci_copy32(ctx, k, vec + w->amax_at, q->amax, 1, stream);
-    if (s == BC_OK && f->block == BC_BLOCK_TENSOR && !sh->given_scale)
-      s = bci_compute_scale(ctx, k, f, q->amax, q->scale, (float *)q->rowwise_scale_inv, stream);
-    if (s != BC_OK) return s;
+  bc_tensor x = { (void *)((const uint8_t *)sh->data + (size_t)(w->A * w->C - w->s) * es), sh->dtype, w->B - w->A, w->C, w->C };
+  bc_qtensor t;
+  memset(&t, 0, sizeof t);
+  bci_qdst dst;
+  memset(&dst, 0, sizeof dst);
+  const int bits = f->elem.bits;
+  const size_t off = (size_t)(w->A * w->C) * (size_t)bits / 8;
+  const pass *pr = &w->p[0], *pc = &w->p[1];
+  void *rs_at = NULL, *cs_at = NULL; /* the scales' workspace (placed afterwards), when not direct */
+  if (pr->on) {
+    t.rowwise_data = at_bytes(q->rowwise_data, off);
+    if (f->block == BC_BLOCK_TENSOR) t.rowwise_scale_inv = q->rowwise_scale_inv;
+    else if ((t.rowwise_scale_inv = interior_scales(w, pr, q->rowwise_scale_inv, &dst.sl[0]))) dst.sl_set[0] = 1;
+    else t.rowwise_scale_inv = rs_at = at_bytes(ws, pr->its);
   }
+  if (pc->on) {
+    if (pc->g.data_is_view) {
+      t.columnwise_data = at_bytes(q->columnwise_data, (size_t)w->A * (size_t)bits / 8);
+      dst.col_ld = w->R * bits / 8;
+    } else {
+      t.columnwise_data = at_bytes(q->columnwise_data, off);
+    }
+    if ((t.columnwise_scale_inv = interior_scales(w, pc, q->columnwise_scale_inv, &dst.sl[1]))) dst.sl_set[1] = 1;
+    else t.columnwise_scale_inv = cs_at = at_bytes(ws, pc->its);
+  }
+  k->stage = ST_QUANT;
+  bc_status s = rec_quantize(ctx, k, w, q, &x, &t, f->block == BC_BLOCK_TENSOR ? NULL : &dst, stream);
+  if (s == BC_OK && k->stage > ST_PLACE) s = quant_stages_fail(ctx, k);
+  if (s == BC_OK && rs_at && (k->stage = ST_PLACE))
+    s = rec_place(ctx, k, w, pr, w->A, w->B - w->A, pr->isl, NULL, q->rowwise_data, 0, rs_at, q->rowwise_scale_inv, stream);
+  if (s == BC_OK && cs_at && (k->stage = ST_PLACE))
+    s = rec_place(ctx, k, w, pc, w->A, w->B - w->A, pc->isl, NULL, q->columnwise_data, 0, cs_at, q->columnwise_scale_inv, stream);
+  return s;
+}
+
+/* the group's amax and the scale (per tensor: every rank writes the same), after the all-reduce */
+static bc_status rec_scales(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const wplan *w, bc_qtensor *q, const float *vec,
+                            void *stream) {
+  if (!w->tensor_amax) return BC_OK;
+  k->stage = ST_AMAX;
+  bc_status s = bci_copy32(ctx, k, vec + w->amax_at, q->amax, 1, stream);
+  if (s == BC_OK && w->f->block == BC_BLOCK_TENSOR && !sh->given_scale)
+    s = bci_compute_scale(ctx, k, w->f, q->amax, q->scale, (float *)q->rowwise_scale_inv, stream);
+  return s;
+}
+
+/* the slabs: staged, quantized, placed (after rec_scales) */
+static bc_status rec_slabs(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const wplan *w, bc_qtensor *q, float *vec, int W,
+                           void *ws, void *stream) {
+  bc_status s = BC_OK;
+  const bc_format *f = w->f;
   if (w->s == w->e) {
     if (f->block == BC_BLOCK_TENSOR && sh->given_scale) { /* scale_inv from the given scale: a cast of one zero */
       float *z = (float *)ws; /* the workspace's first word is a zero (the host zeroes it with the vector) */
@@ -345,44 +426,6 @@ static bc_status rec_weight(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const 
     const pass *p = &w->p[d];
     for (int j = 0; j < 2 && s == BC_OK && p->on; j++)
       if (p->nr[j] && (k->stage = ST_STAGE)) s = rec_stage(ctx, k, sh, w, p, j, vec, W, at_bytes(ws, p->hp[j]), stream);
-  }
-  /* the interior: both directions in one read, written in place: the rowwise data (and MXFP8's
-   * columnwise data) as dense rows of the weight's, transposed columnwise data as a band of
-   * columns of the weight's [C, R] rows, compact block scales as a window of the weight's;
-   * swizzled scales go to the workspace and are placed */
-  if (s == BC_OK && w->B > w->A) {
-    bc_tensor x = { (void *)((const uint8_t *)sh->data + (size_t)(w->A * w->C - w->s) * es), sh->dtype, w->B - w->A, w->C, w->C };
-    bc_qtensor t;
-    memset(&t, 0, sizeof t);
-    bci_qdst dst;
-    memset(&dst, 0, sizeof dst);
-    const int bits = f->elem.bits;
-    const size_t off = (size_t)(w->A * w->C) * (size_t)bits / 8;
-    const pass *pr = &w->p[0], *pc = &w->p[1];
-    void *rs_at = NULL, *cs_at = NULL; /* the scales' workspace (placed afterwards), when not direct */
-    if (pr->on) {
-      t.rowwise_data = at_bytes(q->rowwise_data, off);
-      if (f->block == BC_BLOCK_TENSOR) t.rowwise_scale_inv = q->rowwise_scale_inv;
-      else if ((t.rowwise_scale_inv = interior_scales(w, pr, q->rowwise_scale_inv, &dst.sl[0]))) dst.sl_set[0] = 1;
-      else t.rowwise_scale_inv = rs_at = at_bytes(ws, pr->its);
-    }
-    if (pc->on) {
-      if (pc->g.data_is_view) {
-        t.columnwise_data = at_bytes(q->columnwise_data, (size_t)w->A * (size_t)bits / 8);
-        dst.col_ld = w->R * bits / 8;
-      } else {
-        t.columnwise_data = at_bytes(q->columnwise_data, off);
-      }
-      if ((t.columnwise_scale_inv = interior_scales(w, pc, q->columnwise_scale_inv, &dst.sl[1]))) dst.sl_set[1] = 1;
-      else t.columnwise_scale_inv = cs_at = at_bytes(ws, pc->its);
-    }
-    k->stage = ST_QUANT;
-    s = rec_quantize(ctx, k, w, q, &x, &t, f->block == BC_BLOCK_TENSOR ? NULL : &dst, stream);
-    if (s == BC_OK && k->stage > ST_PLACE) s = quant_stages_fail(ctx, k);
-    if (s == BC_OK && rs_at && (k->stage = ST_PLACE))
-      s = rec_place(ctx, k, w, pr, w->A, w->B - w->A, pr->isl, NULL, q->rowwise_data, 0, rs_at, q->rowwise_scale_inv, stream);
-    if (s == BC_OK && cs_at && (k->stage = ST_PLACE))
-      s = rec_place(ctx, k, w, pc, w->A, w->B - w->A, pc->isl, NULL, q->columnwise_data, 0, cs_at, q->columnwise_scale_inv, stream);
   }
   /* the slabs' quantizes and placements, one direction each */
   for (int d = 0; d < 2 && s == BC_OK; d++) {
@@ -472,6 +515,25 @@ bc_status bc_shard_cast(bc_ctx *ctx, bc_comm *comm, int64_t n, const bc_shard *s
     free(P.w);
     return s;
   }
+  /* Two streams: the interiors of the weights whose codes need no group amax (most of the
+   * bytes: their blocks are all the rank's) on the caller's; the short kernels (partial amaxes,
+   * slabs, placements), the all-reduce and what waits for it on the communicator's side stream,
+   * of the context's greatest priority, so that their blocks are dispatched as the interiors'
+   * retire instead of after them (nothing they write is the interiors': rec_interior). The
+   * caller's stream waits for the side stream at the end. Without a side stream, all of it in
+   * this order on the caller's stream. */
+  void *side = bci_list_side_on(ctx) ? bci_comm_fork(comm, stream) : NULL;
+  void *cs = side ? side : stream;
+  if (side) {
+    /* each short kernel's item within half an SM count of CTAs: bench_shard on an H100, same run
+     * (tests/bench/results/2026-11-27-shard-side-stream.md): fp8_block_1x128 both 0.311 ms
+     * uncapped, 0.302 at sms / 2, 0.351 at sms / 4, 0.70 at sms / 16 (the slabs' chain then
+     * outlasts the interior); mxfp4 both 0.283, 0.267, 0.276, 0.52 */
+    char arch[16];
+    int sms = 0;
+    if (bci_cuda_device(ctx, arch, &sms) == BC_OK && sms > 0)
+      for (int64_t i = 0; i < P.n; i++) P.w[i].cap = (unsigned)(sms / 2 > 1 ? sms / 2 : 1);
+  }
   /* 1: the partial amaxes */
   if (s == BC_OK) s = bci_list_begin(ctx, FN, n, shards, "shards");
   if (s == BC_OK) {
@@ -481,30 +543,56 @@ bc_status bc_shard_cast(bc_ctx *ctx, bc_comm *comm, int64_t n, const bc_shard *s
       bci_sink *k = bci_list_item(ctx, i);
       if (w->tensor_amax) {
         bc_tensor x = { (void *)shards[i].data, shards[i].dtype, 1, w->e - w->s, w->e - w->s };
-        s = bci_amax_range(ctx, k, &x, 0, w->e - w->s, vec + w->amax_at, stream);
+        s = bci_amax_range(ctx, k, &x, 0, w->e - w->s, vec + w->amax_at, cs);
       }
       /* both passes' partial amaxes in one stage (one launch: they fill disjoint slots) */
       for (int d = 0; d < 2 && s == BC_OK; d++) {
         if (!w->p[d].on || !w->p[d].nbc) continue;
         k->stage = ST_AMAX;
-        s = rec_bamax(ctx, k, &shards[i], w, &w->p[d], vec, comm->rank, P.W, stream);
+        s = rec_bamax(ctx, k, &shards[i], w, &w->p[d], vec, comm->rank, P.W, cs);
       }
+      if (s != BC_OK) s = bci_fail_entry(ctx, s, FN, "weight", i);
+    }
+    if (s == BC_OK) s = bci_list_flush(ctx, FN, cs);
+    s = bci_list_end(ctx, s);
+  }
+  /* the interiors that need no group amax, on the caller's stream */
+  if (s == BC_OK) s = bci_list_begin(ctx, FN, n, shards, "shards");
+  if (s == BC_OK) {
+    for (int64_t i = 0; i < P.n && s == BC_OK; i++) {
+      const wplan *w = &P.w[i];
+      if (w->tensor_amax || w->B <= w->A) continue;
+      s = rec_interior(ctx, bci_list_item(ctx, i), &shards[i], w, &q[i], ws, stream);
       if (s != BC_OK) s = bci_fail_entry(ctx, s, FN, "weight", i);
     }
     if (s == BC_OK) s = bci_list_flush(ctx, FN, stream);
     s = bci_list_end(ctx, s);
   }
   /* the one collective (a rank that failed still takes part) */
-  s = bci_comm_allreduce_max(ctx, comm, sig, s, vec, (int64_t)P.nvec, stream);
-  /* 2: scales, slabs, quantizes, placements */
-  if (s == BC_OK) s = bci_list_begin(ctx, FN, n, shards, "shards");
-  if (s == BC_OK) {
+  s = bci_comm_allreduce_max(ctx, comm, sig, s, vec, (int64_t)P.nvec, cs);
+  /* 2: the group amaxes and scales; then the interiors that wait for them on the caller's stream
+   * (once it waits for the side stream so far), the slabs on the side stream */
+  int late = 0; /* interiors that wait for the group amax */
+  for (int64_t i = 0; i < P.n; i++) late += P.w[i].tensor_amax && P.w[i].B > P.w[i].A;
+  for (int phase = 0; phase < 3 && s == BC_OK; phase++) {
+    if (phase == 1 && !late) continue;
+    if (phase == 1 && side) s = bci_comm_join(ctx, comm, FN, stream);
+    if (s == BC_OK) s = bci_list_begin(ctx, FN, n, shards, "shards");
+    if (s != BC_OK) break;
     for (int64_t i = 0; i < P.n && s == BC_OK; i++) {
-      s = rec_weight(ctx, bci_list_item(ctx, i), &shards[i], &P.w[i], &q[i], vec, P.W, ws, stream);
+      bci_sink *k = bci_list_item(ctx, i);
+      const wplan *w = &P.w[i];
+      if (phase == 0) s = rec_scales(ctx, k, &shards[i], w, &q[i], vec, cs);
+      else if (phase == 1) s = w->tensor_amax ? rec_interior(ctx, k, &shards[i], w, &q[i], ws, stream) : BC_OK;
+      else s = rec_slabs(ctx, k, &shards[i], w, &q[i], vec, P.W, ws, cs);
       if (s != BC_OK) s = bci_fail_entry(ctx, s, FN, "weight", i);
     }
-    if (s == BC_OK) s = bci_list_flush(ctx, FN, stream);
+    if (s == BC_OK) s = bci_list_flush(ctx, FN, phase == 1 ? stream : cs);
     s = bci_list_end(ctx, s);
+  }
+  if (side) {
+    bc_status j = bci_comm_join(ctx, comm, FN, stream);
+    if (s == BC_OK) s = j;
   }
   if (vec) bci_ws_free(vec, stream);
   free(P.w);

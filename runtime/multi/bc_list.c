@@ -23,7 +23,10 @@
 
 #include "multi/bc_multi.h"
 
-#define BCI_LIST_CHUNKS 16
+/* tables of calls in flight: bc_shard_cast flushes up to 5 lists a call, and a benchmark (or a
+ * training step) queues several calls behind work still running: 16 made the host wait in
+ * bench_shard's 5 queued NVFP4 calls (8 ms a call) */
+#define BCI_LIST_CHUNKS 64
 #define BCI_MAX_BLOCKS 0x7FFFFFFFLL
 #define SMALL_ITEM 16 /* blocks */
 #define BCI_LIST_PARAM_BYTES 32736 /* templates/list.cu: BC_LIST_PARAM_BYTES */
@@ -70,10 +73,8 @@ struct bci_list_state {
   size_t nspans, cap_spans, cap_spans_tmp;
   chunk chunks[BCI_LIST_CHUNKS];
   unsigned next_wait;
-  /* a stage's small groups run on a side stream beside its largest group (side_init) */
-  CUstream side;
-  CUevent fork, join;
-  CUcontext side_cu;
+  /* a stage's small groups run on a side stream beside its largest group */
+  bci_side side;
   int side_k; /* side_ctas(), read when the context is made */
   unsigned char *pbuf; /* a launch's items as kernel parameters (param_items) */
 };
@@ -99,36 +100,7 @@ static int side_ctas(void) {
  * set for the family quantize_thin, whose kernels are named bc_quantize_thin_*) */
 static int list_loops(const bci_kernel *k) { return !strncmp(k->name, "bc_quantize_thin_", 17); }
 
-static void side_drop(struct bci_list_state *st) {
-  if (st->side) {
-    bci_cu.StreamSynchronize(st->side);
-    bci_cu.StreamDestroy(st->side);
-  }
-  if (st->fork) bci_cu.EventDestroy(st->fork);
-  if (st->join) bci_cu.EventDestroy(st->join);
-  st->side = NULL;
-  st->fork = st->join = NULL;
-  st->side_cu = NULL;
-}
-
-/* the side stream and its two events in the current context (made once, remade when the
- * context changes); 0 if they cannot be made: the caller then runs every group on its stream */
-static int side_init(struct bci_list_state *st) {
-  CUcontext cur = NULL;
-  if (bci_cu_current(&cur) != CUDA_SUCCESS || !cur) return 0;
-  if (st->side && st->side_cu == cur) return 1;
-  side_drop(st);
-  int least = 0, greatest = 0;
-  if (bci_cu.CtxGetStreamPriorityRange(&least, &greatest) != CUDA_SUCCESS) greatest = 0;
-  if (bci_cu.StreamCreateWithPriority(&st->side, CU_STREAM_NON_BLOCKING, greatest) != CUDA_SUCCESS) st->side = NULL;
-  if (!st->side || bci_cu.EventCreate(&st->fork, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS ||
-      bci_cu.EventCreate(&st->join, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
-    side_drop(st);
-    return 0;
-  }
-  st->side_cu = cur;
-  return 1;
-}
+int bci_list_side_on(bc_ctx *ctx) { return ctx->list && ctx->list->side_k > 0; }
 
 bc_status bci_list_init(bc_ctx *ctx) {
   ctx->list = calloc(1, sizeof *ctx->list);
@@ -146,7 +118,7 @@ bc_status bci_list_init(bc_ctx *ctx) {
 void bci_list_free(bc_ctx *ctx) {
   struct bci_list_state *st = ctx->list;
   if (!st) return;
-  side_drop(st);
+  bci_side_drop(&st->side);
   for (int i = 0; i < BCI_LIST_CHUNKS; i++) {
     chunk *c = &st->chunks[i];
     if (c->used) bci_cu.EventSynchronize(c->done);
@@ -455,10 +427,10 @@ static bc_status flush(bc_ctx *ctx, const char *fn, void *stream) {
       size_t big = pm[j];
       for (size_t u = j; u < e; u++)
         if (st->groups[pm[u]].blocks > st->groups[big].blocks) big = pm[u];
-      const int fork = sms > 0 && (e - j > 1 || st->groups[big].split) && side_init(st);
+      const int fork = sms > 0 && (e - j > 1 || st->groups[big].split) && bci_side_ready(&st->side);
       if (fork) {
-        CUresult r = bci_cu.EventRecord(st->fork, (CUstream)stream);
-        if (r == CUDA_SUCCESS) r = bci_cu.StreamWaitEvent(st->side, st->fork, 0);
+        CUresult r = bci_cu.EventRecord(st->side.fork, (CUstream)stream);
+        if (r == CUDA_SUCCESS) r = bci_cu.StreamWaitEvent(st->side.stream, st->side.fork, 0);
         if (r != CUDA_SUCCESS) {
           s = bci_fail(ctx, BC_ERR_CUDA, "%s: ordering the list's side stream after the caller's stream failed: %s", fn,
                        bci_cu_error_name(r));
@@ -473,7 +445,7 @@ static bc_status flush(bc_ctx *ctx, const char *fn, void *stream) {
           for (size_t q = 0; q < st->nsegs && s == BC_OK; q++) {
             const segment *sg = &st->segs[q];
             if (sg->group != g || (fork && (g != big || (G->split && !sg->large))) != (pass == 0)) continue;
-            void *strm = pass == 0 ? st->side : stream;
+            void *strm = pass == 0 ? st->side.stream : stream;
             if (G->list->func_p && G->big > SMALL_ITEM && sg->count <= param_cap(G->stride)) {
               param_items(st->pbuf, (const unsigned char *)c->host + sg->off, sg->count, G->stride);
               s = bci_kernel_launch_p(ctx, G->list, (unsigned)sg->blocks, G->threads, G->smem, strm, st->pbuf);
@@ -489,10 +461,10 @@ static bc_status flush(bc_ctx *ctx, const char *fn, void *stream) {
           }
         }
       if (fork) { /* the caller's stream waits for the side stream (also after a failure) */
-        CUresult r = bci_cu.EventRecord(st->join, st->side);
-        if (r == CUDA_SUCCESS) r = bci_cu.StreamWaitEvent((CUstream)stream, st->join, 0);
+        CUresult r = bci_cu.EventRecord(st->side.join, st->side.stream);
+        if (r == CUDA_SUCCESS) r = bci_cu.StreamWaitEvent((CUstream)stream, st->side.join, 0);
         if (r != CUDA_SUCCESS) {
-          bci_cu.StreamSynchronize(st->side);
+          bci_cu.StreamSynchronize(st->side.stream);
           if (s == BC_OK)
             s = bci_fail(ctx, BC_ERR_CUDA, "%s: ordering the caller's stream after the list's side stream failed: %s", fn,
                          bci_cu_error_name(r));

@@ -18,6 +18,8 @@ BCI_HIDDEN int bci_spans_overlap(bci_span *s, size_t n, bci_span *tmp, size_t *a
 
 /* the context's list buffers (ctx->list): made by bc_ctx_create, freed by bc_ctx_destroy */
 BCI_HIDDEN bc_status bci_list_init(bc_ctx *ctx);
+/* side streams allowed (BLOCKCAST_LIST_SIDE is not 0): the lists' and bc_shard_cast's */
+BCI_HIDDEN int bci_list_side_on(bc_ctx *ctx);
 BCI_HIDDEN void bci_list_free(bc_ctx *ctx);
 
 /* After an all-reduce of the amaxes of some tensors of a list (comm/): for j < m, tensor
