@@ -8,6 +8,8 @@
 // in three 16-bit pieces, exact in fp32) to ids[0 .. 3 nb): the other ranks match bands by them
 // after the MAX all-reduce (the host zeroes both arrays first).
 
+#define BC_BAMAX_ROWS 32
+
 extern "C" __global__ void __launch_bounds__(BC_THREADS)
 ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 s, i64 e, i64 rows, i64 cols, i64 bh, i64 bw, i64 nbc, i64 band0, i64 band1,
           int nb, float *__restrict__ amx, float *__restrict__ ids) {
@@ -21,13 +23,14 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 s, i64 e, i64 rows, i64 cols, i
       ids[3 * t + 2] = (float)(u32)(id >> 32);
     }
   }
-  // x: the two bands' columns; y: chunks of 8 rows of a band (more threads for tall bands). The
+  // x: the two bands' columns; y: chunks of BC_BAMAX_ROWS rows of a band (more threads for tall
+  // bands). The
   // loop runs warp by warp (t0 the warp's first column), so whole warps fold their maxima: lanes
   // of one block column (contiguous, as a warp's columns are consecutive) combine before one
   // atomic per block column and warp (2D blocks: 128 columns on one word)
   const int lane = threadIdx.x & 31;
 #pragma unroll 1
-  for (i64 ch = BC_BID.y; ch * 8 < bh; ch += BC_GDIM.y) {
+  for (i64 ch = BC_BID.y; ch * BC_BAMAX_ROWS < bh; ch += BC_GDIM.y) {
 #pragma unroll 1
     for (i64 t0 = (i64)BC_BID.x * BC_THREADS + (threadIdx.x & ~31); t0 < nb * cols; t0 += (i64)BC_GDIM.x * BC_THREADS) {
       const i64 t = t0 + lane;
@@ -35,15 +38,18 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 s, i64 e, i64 rows, i64 cols, i
       const int slot = t >= cols;
       const i64 c = t - (slot ? cols : 0);
       const i64 b = slot ? band1 : band0;
-      const i64 lo = b + ch * 8, hi = valid ? min(min(lo + 8, b + bh), rows) : lo;
-      // the chunk's up to 8 rows unrolled: their loads in flight together (a rolled loop
-      // waited on each load in turn: 46 us for 35 MB of 128-row bands on the H200)
+      const i64 lo = b + ch * BC_BAMAX_ROWS, hi = valid ? min(min(lo + BC_BAMAX_ROWS, b + bh), rows) : lo;
+      // the chunk's rows unrolled: their loads in flight together (a rolled loop waited on each
+      // load in turn: 46 us for 35 MB of 128-row bands on the H200; 8 rows a chunk, with the grid
+      // capped beside the interiors, 15 us for 5.4 MB on an H100)
+      // (the shard index stepped a row at a time: one 64-bit add and compare an element)
       float m = 0.0f;
+      const int nk = (int)(hi - lo);
+      const u64 held = (u64)(e - s);
+      i64 g = lo * cols + c - s; /* shard index of (lo + k, c) */
 #pragma unroll
-      for (int k = 0; k < 8; k++) {
-        const i64 f = (lo + k) * cols + c;
-        if (lo + k < hi && f >= s && f < e) m = fmaxf(m, fabsf(bc_load_hp(in, f - s)));
-      }
+      for (int k = 0; k < BC_BAMAX_ROWS; k++, g += cols)
+        if (k < nk && (u64)g < held) m = fmaxf(m, fabsf(bc_load_hp(in, g)));
       const i64 key = valid ? slot * nbc + c / bw : -1 - lane;
 #pragma unroll
       for (int off = 16; off > 0; off >>= 1) {

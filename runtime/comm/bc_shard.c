@@ -24,10 +24,11 @@
  *              true scale; quantized into the workspace; the rank's own codes and scales placed.
  * Everything is recorded into the context's list (multi/), a few flushes a call whatever the
  * number of weights (a constant number of launches): on the communicator's side stream (of the
- * greatest priority) the partial amaxes, the all-reduce, the group amaxes and scales, the slabs;
- * on the caller's stream the interiors (most of the bytes), those of formats without a tensor
- * amax from the start, beside the rest, the others once the scales are known. The caller's
- * stream waits for the side stream at the end. */
+ * greatest priority) the zeros of the vector, the partial amaxes, the all-reduce, the group
+ * amaxes and scales, the slabs; on the caller's stream the interiors (most of the bytes): those
+ * of formats without a tensor amax from the start, beside the rest; two-level formats' (NVFP4)
+ * once the all-reduce is done (they read the group amax from the vector); per-tensor ones once
+ * their scale is computed. The caller's stream waits for the side stream at the end. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,6 +58,8 @@ typedef struct wplan {
   int64_t R, C, s, e;
   int tensor_amax;      /* per-tensor or two-level: the tensor amax word */
   size_t amax_at;
+  float *gamax;         /* the group amax the quantizes read: two-level formats the vector's word
+                           (nothing waits for its copy to q->amax), per tensor q->amax */
   int64_t A, B;         /* interior rows [A, B) */
   pass p[2];            /* rowwise, columnwise */
   unsigned cap;         /* CTAs of each launch item of the short kernels (0: as many as the work) */
@@ -245,7 +248,7 @@ static bc_status rec_bamax(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const w
   bci_arg args[] = { BCI_ARG(in), BCI_ARG(s0), BCI_ARG(e), BCI_ARG(R), BCI_ARG(C), BCI_ARG(bh), BCI_ARG(bw), BCI_ARG(nbc),
                      BCI_ARG(b0), BCI_ARG(b1), BCI_ARG(nb), BCI_ARG(amx), BCI_ARG(ids) };
   unsigned t = (unsigned)kk->launch.threads;
-  unsigned gx = grid(nb * C, t), gy = (unsigned)cdiv(bh, 8);
+  unsigned gx = grid(nb * C, t), gy = (unsigned)cdiv(bh, 32); /* BC_BAMAX_ROWS rows a thread */
   cap_grid(w, &gx, &gy);
   return bci_run(ctx, k, kk, gx, gy, 1, t, 0, stream, args, 13);
 }
@@ -262,9 +265,9 @@ static bc_status rec_stage(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const w
   bci_arg args[] = { BCI_ARG(in), BCI_ARG(s0), BCI_ARG(e), BCI_ARG(R), BCI_ARG(C), BCI_ARG(r0), BCI_ARG(nr), BCI_ARG(bh),
                      BCI_ARG(bw), BCI_ARG(nbc), BCI_ARG(ids), BCI_ARG(amx), BCI_ARG(nslots), BCI_ARG(out) };
   unsigned t = (unsigned)kk->launch.threads;
-  /* 4 slab rows a thread (one a thread: 13,440 short blocks, 46 us for fp8_block_1x128 both in
-   * bench_shard on the H200) */
-  const int64_t y = cdiv(nr, 4);
+  /* BC_STAGE_ROWS (16) slab rows a thread at a time (one a thread: 13,440 short blocks, 46 us
+   * for fp8_block_1x128 both in bench_shard on the H200) */
+  const int64_t y = cdiv(nr, 16);
   unsigned gx = grid(C, t), gy = (unsigned)(y < 65535 ? y : 65535);
   cap_grid(w, &gx, &gy);
   return bci_run(ctx, k, kk, gx, gy, 1, t, 0, stream, args, 14);
@@ -320,7 +323,7 @@ static bc_status rec_quantize(bc_ctx *ctx, bci_sink *k, const wplan *w, const bc
   t->rows = x->rows, t->cols = x->cols;
   t->scale_swizzled = 0;
   t->stochastic_rounding = 0;
-  t->amax = w->tensor_amax ? qw->amax : NULL;
+  t->amax = w->tensor_amax ? w->gamax : NULL;
   t->scale = w->f->block == BC_BLOCK_TENSOR ? qw->scale : NULL;
   if (dst) return bci_quantize_block_into(ctx, k, x, t, dst, stream);
   return w->tensor_amax ? bci_quantize_cast(ctx, k, x, t, stream) : bci_quantize(ctx, k, x, t, stream);
@@ -505,9 +508,6 @@ bc_status bc_shard_cast(bc_ctx *ctx, bc_comm *comm, int64_t n, const bc_shard *s
     if (s == BC_OK) {
       vec = (float *)ws;
       ws = at_bytes(ws, vbytes);
-      /* zeros: the vector (other ranks' slots stay 0) and the workspace's first word */
-      s = bci_cuda_memset32(ctx, vec, 0u, vbytes / 4, stream);
-      if (s == BC_OK) s = bci_cuda_memset32(ctx, ws, 0u, 1, stream);
     }
   }
   if ((s = bci_comm_agree(ctx, comm, FN, sig, s, stream)) != BC_OK || P.n == 0) {
@@ -524,6 +524,10 @@ bc_status bc_shard_cast(bc_ctx *ctx, bc_comm *comm, int64_t n, const bc_shard *s
    * this order on the caller's stream. */
   void *side = bci_list_side_on(ctx) ? bci_comm_fork(comm, stream) : NULL;
   void *cs = side ? side : stream;
+  /* zeros on the side stream (the interiors that start at once do not read them): the vector
+   * (other ranks' slots stay 0) and the workspace's first word after it, one memset. A rank
+   * that fails here still takes part in the all-reduce below */
+  s = bci_cuda_memset32(ctx, vec, 0u, vbytes / 4 + 1, cs);
   if (side) {
     /* each short kernel's item within half an SM count of CTAs: bench_shard on an H100, same run
      * (tests/bench/results/2026-11-27-shard-side-stream.md): fp8_block_1x128 both 0.311 ms
@@ -543,7 +547,7 @@ bc_status bc_shard_cast(bc_ctx *ctx, bc_comm *comm, int64_t n, const bc_shard *s
       bci_sink *k = bci_list_item(ctx, i);
       if (w->tensor_amax) {
         bc_tensor x = { (void *)shards[i].data, shards[i].dtype, 1, w->e - w->s, w->e - w->s };
-        s = bci_amax_range(ctx, k, &x, 0, w->e - w->s, vec + w->amax_at, cs);
+        s = bci_amax_range_fold(ctx, k, &x, 0, w->e - w->s, vec + w->amax_at, cs); /* the vector is zeroed */
       }
       /* both passes' partial amaxes in one stage (one launch: they fill disjoint slots) */
       for (int d = 0; d < 2 && s == BC_OK; d++) {
@@ -570,11 +574,21 @@ bc_status bc_shard_cast(bc_ctx *ctx, bc_comm *comm, int64_t n, const bc_shard *s
   }
   /* the one collective (a rank that failed still takes part) */
   s = bci_comm_allreduce_max(ctx, comm, sig, s, vec, (int64_t)P.nvec, cs);
-  /* 2: the group amaxes and scales; then the interiors that wait for them on the caller's stream
-   * (once it waits for the side stream so far), the slabs on the side stream */
-  int late = 0; /* interiors that wait for the group amax */
-  for (int64_t i = 0; i < P.n; i++) late += P.w[i].tensor_amax && P.w[i].B > P.w[i].A;
-  for (int phase = 0; phase < 3 && s == BC_OK; phase++) {
+  /* 2: the group amaxes and scales (0); the interiors that wait for them on the caller's stream
+   * (1, once it waits for the side stream so far); the slabs on the side stream (2). Two-level
+   * formats read the group amax from the vector: without a per-tensor interior among the late
+   * ones, those go first and the scales beside them */
+  int late = 0, late_scaled = 0; /* interiors that wait for the group amax; of them, for a scale */
+  for (int64_t i = 0; i < P.n; i++) {
+    wplan *w = &P.w[i];
+    w->gamax = w->f->block == BC_BLOCK_TENSOR ? q[i].amax : vec + w->amax_at;
+    late += w->tensor_amax && w->B > w->A;
+    late_scaled += w->tensor_amax && w->B > w->A && w->f->block == BC_BLOCK_TENSOR;
+  }
+  static const int scales_first[3] = { 0, 1, 2 }, interiors_first[3] = { 1, 0, 2 };
+  const int *order = late && !late_scaled ? interiors_first : scales_first;
+  for (int o = 0; o < 3 && s == BC_OK; o++) {
+    const int phase = order[o];
     if (phase == 1 && !late) continue;
     if (phase == 1 && side) s = bci_comm_join(ctx, comm, FN, stream);
     if (s == BC_OK) s = bci_list_begin(ctx, FN, n, shards, "shards");

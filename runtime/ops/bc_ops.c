@@ -89,7 +89,8 @@ static bc_status amax_launch(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, in
   return amax_fold(ctx, sink, x, ld, amax, 1, stream);
 }
 
-bc_status bci_amax_range(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, int64_t start, int64_t len, float *amax, void *stream) {
+static bc_status amax_range(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, int64_t start, int64_t len, float *amax, int zero,
+                            void *stream) {
   const char *fn = "bc_amax_range";
   int64_t ld;
   bc_status s = bci_check_tensor(ctx, fn, "x", x, &ld);
@@ -100,7 +101,7 @@ bc_status bci_amax_range(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, int64_
     return bci_fail(ctx, BC_ERR_ARG, "%s: the range [%lld, %lld + %lld) is not inside x's %lld elements ([%lld, %lld], flattened row "
                     "by row); expected 0 <= start and start + len <= %lld", fn, (long long)start, (long long)start, (long long)len,
                     (long long)n, (long long)x->rows, (long long)x->cols, (long long)n);
-  if ((s = bci_zero32(ctx, sink, amax, 1, stream)) != BC_OK || len == 0) return s;
+  if ((zero && (s = bci_zero32(ctx, sink, amax, 1, stream)) != BC_OK) || len == 0) return s;
   /* up to three pieces, each folded into *amax: the rest of the first row, whole rows, the
    * start of the last row */
   const size_t es = bc_dtype_size(x->dtype);
@@ -125,6 +126,15 @@ bc_status bci_amax_range(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, int64_
     s = amax_fold(ctx, sink, &p, p.cols, amax, 0, stream);
   }
   return s;
+}
+
+bc_status bci_amax_range(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, int64_t start, int64_t len, float *amax, void *stream) {
+  return amax_range(ctx, sink, x, start, len, amax, 1, stream);
+}
+
+bc_status bci_amax_range_fold(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, int64_t start, int64_t len, float *amax,
+                              void *stream) {
+  return amax_range(ctx, sink, x, start, len, amax, 0, stream);
 }
 
 bc_status bc_amax_range(bc_ctx *ctx, const bc_tensor *x, int64_t start, int64_t len, float *amax, void *stream) {

@@ -11,6 +11,9 @@
 BCI_HIDDEN bc_status bci_amax(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, float *amax, void *stream);
 BCI_HIDDEN bc_status bci_amax_range(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, int64_t start, int64_t len, float *amax,
                                     void *stream);
+/* the same folded into *amax as it is (the caller zeroed it, or it holds a max to extend) */
+BCI_HIDDEN bc_status bci_amax_range_fold(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, int64_t start, int64_t len, float *amax,
+                                         void *stream);
 BCI_HIDDEN bc_status bci_compute_scale(bc_ctx *ctx, bci_sink *sink, const bc_format *fmt, const float *amax, float *scale,
                                        float *scale_inv, void *stream);
 BCI_HIDDEN bc_status bci_quantize(bc_ctx *ctx, bci_sink *sink, const bc_tensor *x, bc_qtensor *q, void *stream);
