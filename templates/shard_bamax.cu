@@ -24,10 +24,9 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 s, i64 e, i64 rows, i64 cols, i
     }
   }
   // x: the two bands' columns; y: chunks of BC_BAMAX_ROWS rows of a band (more threads for tall
-  // bands). The
-  // loop runs warp by warp (t0 the warp's first column), so whole warps fold their maxima: lanes
-  // of one block column (contiguous, as a warp's columns are consecutive) combine before one
-  // atomic per block column and warp (2D blocks: 128 columns on one word)
+  // bands). The loop runs warp by warp (t0 the warp's first column), so whole warps fold their
+  // maxima: lanes of one block column (contiguous, as a warp's columns are consecutive) combine
+  // before one atomic per block column and warp (2D blocks: 128 columns on one word)
   const int lane = threadIdx.x & 31;
 #pragma unroll 1
   for (i64 ch = BC_BID.y; ch * BC_BAMAX_ROWS < bh; ch += BC_GDIM.y) {
@@ -40,9 +39,9 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 s, i64 e, i64 rows, i64 cols, i
       const i64 b = slot ? band1 : band0;
       const i64 lo = b + ch * BC_BAMAX_ROWS, hi = valid ? min(min(lo + BC_BAMAX_ROWS, b + bh), rows) : lo;
       // the chunk's rows unrolled: their loads in flight together (a rolled loop waited on each
-      // load in turn: 46 us for 35 MB of 128-row bands on the H200; 8 rows a chunk, with the grid
-      // capped beside the interiors, 15 us for 5.4 MB on an H100)
-      // (the shard index stepped a row at a time: one 64-bit add and compare an element)
+      // load in turn: 46 us for 35 MB of 128-row bands on the H200; with the grid capped beside
+      // the interiors, 8 rows a chunk took 15 us for 5.4 MB on an H100, 32 rows 11.6 us), the
+      // shard index stepped a row at a time (one 64-bit add and compare an element)
       float m = 0.0f;
       const int nk = (int)(hi - lo);
       const u64 held = (u64)(e - s);

@@ -58,8 +58,9 @@ typedef struct wplan {
   int64_t R, C, s, e;
   int tensor_amax;      /* per-tensor or two-level: the tensor amax word */
   size_t amax_at;
-  float *gamax;         /* the group amax the quantizes read: two-level formats the vector's word
-                           (nothing waits for its copy to q->amax), per tensor q->amax */
+  float *gamax;         /* the group amax the quantizes read (NULL: none): two-level formats the
+                           vector's word (nothing waits for its copy to q->amax), per tensor
+                           q->amax (its scale is computed from it first) */
   int64_t A, B;         /* interior rows [A, B) */
   pass p[2];            /* rowwise, columnwise */
   unsigned cap;         /* CTAs of each launch item of the short kernels (0: as many as the work) */
@@ -265,8 +266,9 @@ static bc_status rec_stage(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const w
   bci_arg args[] = { BCI_ARG(in), BCI_ARG(s0), BCI_ARG(e), BCI_ARG(R), BCI_ARG(C), BCI_ARG(r0), BCI_ARG(nr), BCI_ARG(bh),
                      BCI_ARG(bw), BCI_ARG(nbc), BCI_ARG(ids), BCI_ARG(amx), BCI_ARG(nslots), BCI_ARG(out) };
   unsigned t = (unsigned)kk->launch.threads;
-  /* BC_STAGE_ROWS (16) slab rows a thread at a time (one a thread: 13,440 short blocks, 46 us
-   * for fp8_block_1x128 both in bench_shard on the H200) */
+  /* a thread takes BC_STAGE_ROWS (16) slab rows at a time (shard_stage.cu); a grid row per group
+   * where the cap allows (a block per slab row: 13,440 short blocks, 46 us for fp8_block_1x128
+   * both in bench_shard on the H200) */
   const int64_t y = cdiv(nr, 16);
   unsigned gx = grid(C, t), gy = (unsigned)(y < 65535 ? y : 65535);
   cap_grid(w, &gx, &gy);
@@ -528,6 +530,10 @@ bc_status bc_shard_cast(bc_ctx *ctx, bc_comm *comm, int64_t n, const bc_shard *s
    * (other ranks' slots stay 0) and the workspace's first word after it, one memset. A rank
    * that fails here still takes part in the all-reduce below */
   s = bci_cuda_memset32(ctx, vec, 0u, vbytes / 4 + 1, cs);
+  for (int64_t i = 0; i < P.n; i++) {
+    wplan *w = &P.w[i];
+    w->gamax = !w->tensor_amax ? NULL : w->f->block == BC_BLOCK_TENSOR ? q[i].amax : vec + w->amax_at;
+  }
   if (side) {
     /* each short kernel's item within half an SM count of CTAs: bench_shard on an H100, same run
      * (tests/bench/results/2026-11-27-shard-side-stream.md): fp8_block_1x128 both 0.311 ms
@@ -580,8 +586,7 @@ bc_status bc_shard_cast(bc_ctx *ctx, bc_comm *comm, int64_t n, const bc_shard *s
    * ones, those go first and the scales beside them */
   int late = 0, late_scaled = 0; /* interiors that wait for the group amax; of them, for a scale */
   for (int64_t i = 0; i < P.n; i++) {
-    wplan *w = &P.w[i];
-    w->gamax = w->f->block == BC_BLOCK_TENSOR ? q[i].amax : vec + w->amax_at;
+    const wplan *w = &P.w[i];
     late += w->tensor_amax && w->B > w->A;
     late_scaled += w->tensor_amax && w->B > w->A && w->f->block == BC_BLOCK_TENSOR;
   }
