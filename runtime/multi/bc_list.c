@@ -296,6 +296,11 @@ static void param_items(unsigned char *pb, const unsigned char *tab, size_t n, s
   }
 }
 
+/* whether a launch takes its items as kernel parameters (else from the device table) */
+static int param_launch(const group *G, const segment *sg) {
+  return G->list->func_p && G->big > SMALL_ITEM && sg->count <= param_cap(G->stride);
+}
+
 /* A group whose items do not all fit in the parameters but whose large ones do (bench_list's
  * mix: 16 large tensors and 328 [64, 64] ones in the tile kernel's group) launches its large items
  * through the parameter entry on the caller's stream and the rest through the table on the side
@@ -412,7 +417,12 @@ static bc_status flush(bc_ctx *ctx, const char *fn, void *stream) {
   if (s != BC_OK) return s;
   CUdeviceptr d = c->dev;
   if (s == BC_OK) {
-    CUresult r = bci_cu.MemcpyHtoDAsync(d, c->host, total, (CUstream)stream);
+    /* the device table, unless every launch takes its items as parameters (a copy in the
+     * stream's order before the launches: bench_shard's interiors, one parameter launch a flush,
+     * waited on it) */
+    int table = 0;
+    for (size_t q = 0; q < st->nsegs && !table; q++) table = !param_launch(&st->groups[st->segs[q].group], &st->segs[q]);
+    CUresult r = table ? bci_cu.MemcpyHtoDAsync(d, c->host, total, (CUstream)stream) : CUDA_SUCCESS;
     if (r != CUDA_SUCCESS) {
       s = bci_fail(ctx, BC_ERR_CUDA, "%s: copying %zu bytes of item tables failed: %s", fn, total, bci_cu_error_name(r));
     }
@@ -446,7 +456,7 @@ static bc_status flush(bc_ctx *ctx, const char *fn, void *stream) {
             const segment *sg = &st->segs[q];
             if (sg->group != g || (fork && (g != big || (G->split && !sg->large))) != (pass == 0)) continue;
             void *strm = pass == 0 ? st->side.stream : stream;
-            if (G->list->func_p && G->big > SMALL_ITEM && sg->count <= param_cap(G->stride)) {
+            if (param_launch(G, sg)) {
               param_items(st->pbuf, (const unsigned char *)c->host + sg->off, sg->count, G->stride);
               s = bci_kernel_launch_p(ctx, G->list, (unsigned)sg->blocks, G->threads, G->smem, strm, st->pbuf);
               continue;
