@@ -1,8 +1,10 @@
 // templates/shard_place.cu: the codes and block scales of the elements a rank's shard holds,
 // from the quantized region of rows [r0, r0 + nr) of a [rows, cols] weight (t*, dense, compact
 // scales) to their places in the whole weight's buffers (d*) (runtime/comm: bc_shard_cast).
-// Nothing else of d* is written: a byte that also holds another rank's 4-bit element is read, its
-// own nibble replaced, and written back.
+// Nothing else of d* changes: a byte that also holds another rank's 4-bit element is read, its
+// own nibble replaced, and written back; a 16-byte piece the run ends in is read, merged and
+// written whole, its other bytes with the values they held (so no other writer may touch that
+// piece of d* meanwhile: each rank casts into buffers of its own).
 //   data (do_data): mode 0, data stored as the input ([r, c]: rowwise, MXFP8 columnwise), or 1,
 //   transposed ([c, r]). A thread per (data row of the region, 16-byte piece slot of the row),
 //   consecutive threads along a row (the transposed rows of a slab are a few pieces long: a warp
