@@ -695,10 +695,19 @@ function M.tune_render(base_path, base_text, entries, run_doc)
   local prefix, section = split_tuning_text(base_text)
   local fields, src = spec.load_chunk("blockcast tune results", "kernels = {\n" .. entries .. "\n}\n")
   local new = spec.validate(fields, { type = "table", fields = { kernels = TUNING_SCHEMA.fields.kernels } }, src).kernels
-  local runs, last = {}, 0
+  -- comment lines inside `kernels = { ... }` belong to the entry they stand above: kept there
+  local runs, last, notes, pending, inside = {}, 0, {}, {}, false
   for line in section:gmatch("[^\n]+") do
     local n = line:match("^%-%- run (%d+):")
     if n then runs[#runs + 1] = line; last = math.max(last, tonumber(n)) end
+    if inside and line:match("^%s*%-%-") then
+      pending[#pending + 1] = (line:gsub("^%s*", "  "))
+    elseif inside and line:match("^%s*[%w_]+%s*=%s*{") then
+      if #pending > 0 then notes[line:match("^%s*([%w_]+)")] = pending end
+      pending = {}
+    elseif line:match("^kernels%s*=%s*{") then
+      inside = true
+    end
   end
   runs[#runs + 1] = string.format("-- run %d: %s", last + 1, run_doc)
   local merged = {}
@@ -721,6 +730,10 @@ function M.tune_render(base_path, base_text, entries, run_doc)
   out[#out + 1] = "kernels = {"
   for _, name in ipairs(spec.sorted_keys(merged)) do
     local e = merged[name]
+    for _, l in ipairs(notes[name] or {}) do out[#out + 1] = l end
+    if notes[name] and new[name] then
+      out[#out + 1] = string.format("  -- (the comment above predates run %d, which measured this entry again)", last + 1)
+    end
     local m = e.measured or {}
     local ms = {}
     for _, f in ipairs({ "us", "incumbent_us", "copy_pct" }) do

@@ -12,6 +12,9 @@
 //   load   the tile into shared memory as raw input bits (16-byte vectors when the tile is whole
 //          and aligned, else element loads, masked at the edges; zeros outside the tensor); 2D:
 //          block amaxes (pooled across a warp's lanes, then one shared atomic per block).
+//          BC_ROWREG (rowwise-only kernels of 2D blocks from fp32): no staging; each thread loads
+//          the vectors of its own row tasks into registers, pools the block amaxes from them, and
+//          the row part encodes from them.
 //   row    a task is a run of BC_RUN_R elements of one tile row (16, 24 or 32 output bytes) held in
 //          registers: block amax (a block longer than the run is reduced across adjacent lanes)
 //          -> scale (written) -> encode -> 16-byte stores (8-byte for 6-bit runs of 24 bytes);
@@ -67,6 +70,20 @@
    the factor: one multiply per element instead of two (common.cuh: bc_encode4_scaled) */
 #define BC_QUAD_FOLD (BC_QUAD && (BC_RULE == 1 || BC_RULE == 2 || (BC_RULE == 0 && BC_SCALE_POW2)))
 #define BC_RSTRIDE (BC_TC * BC_ELEM_BITS / 8 + 16)         /* staged rowwise code row, bytes */
+#define BC_RPR (BC_TC / BC_RUN_R)                          /* rowwise runs per tile row */
+#define BC_NTJ (BC_TR * BC_RPR / BC_THREADS)                 /* rowwise runs per thread */
+/* rowwise-only kernels of 2D blocks from fp32 keep the tile in registers: each thread loads the
+   vectors of its own runs (run j: task tid + j * BC_THREADS), the block amaxes are pooled from
+   there and the runs encoded from there, with no staging in shared memory (H100, 128x128 blocks:
+   16384^2 522 -> 436 us at 512 threads, 8191x8193 166 -> 155; tests/bench/NOTES.md, "Rowwise 2D
+   blocks from registers"). Not 16-bit inputs (their staged kernel runs at the copy's speed, and
+   their element loads of ragged rows, lanes a run apart, ran 53% slower: 8191x8193 bf16 111 -> 170
+   us), not 1D blocks (MXFP4 / MXFP6 rowwise 14-18% slower at 16384^2), not where stochastic
+   rounding may run (it reads staged elements one by one; ptxas spilled 84-700 bytes with both).
+   The launch keeps the tile's shared memory (the layout below is the same): at the 2 blocks an SM
+   their registers allow, it costs no occupancy. */
+#define BC_ROWREG (BC_2D && BC_S == 4 && BC_ROWWISE && !BC_COLUMNWISE && !BC_SR_ALLOWED && (BC_TR * BC_RPR) % BC_THREADS == 0 && \
+                   BC_THREADS % BC_RPR == 0 && BC_BC % BC_VE == 0)
 // shared memory: the tile [BC_TR x BC_TS], then 2D block amaxes or column partial amaxes: the
 // launch's size BC_SMEM. Past it, only when the rowwise output rows are not 16-byte aligned, the
 // staged rowwise codes [BC_TR x BC_RSTRIDE] (the host adds those bytes to that launch:
@@ -214,19 +231,32 @@ static __device__ __forceinline__ void bc_raw8_pairs(u32 w0, u32 w1, u32 w2, u32
 #endif
 
 #if BC_2D
-// Load index i = tid + k * BC_THREADS: vector column i % BC_VPR, tile row i / BC_VPR. Lane bit o
-// (a power of two) stays inside one 2D block when it only moves the vector column within the
-// block's BC_BC / BC_VE vectors, or the row within its BC_BR rows.
+// Lane bit o (a power of two) of a thread index whose units (UW elements each, UPR of them a tile
+// row, rows one after another) lie in one 2D block for every lane: o moves the unit within the
+// block's BC_BC / UW units of a row, or the row within its BC_BR rows. Loads: units are vectors,
+// i = tid + k * BC_THREADS; the register path's runs: units are runs (BC_RPR a row).
+template <int UPR, int UW>
 static __device__ __forceinline__ constexpr bool bc_lane_bit_in_block(int o) {
-  return (BC_BC >= BC_VE && o < BC_BC / BC_VE) || (o >= BC_VPR && o < BC_VPR * BC_BR);
+  return (BC_BC >= UW && o < BC_BC / UW) || (o >= UPR && o < UPR * BC_BR);
 }
 // The lane whose in-block lane bits are all zero.
+template <int UPR, int UW>
 static __device__ __forceinline__ bool bc_block_leader(int tid) {
   int mask = 0;
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1)
-    if (bc_lane_bit_in_block(o)) mask |= o;
+    if (bc_lane_bit_in_block<UPR, UW>(o)) mask |= o;
   return (tid & mask) == 0;
+}
+// Block amax m of this lane's part into bmax[slot]: pooled across the lanes of its block by
+// shuffles, then one shared atomic per block and warp.
+template <int UPR, int UW>
+static __device__ __forceinline__ void bc_pool_bmax(float *bmax, int slot, float m, int tid) {
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1)
+    if (bc_lane_bit_in_block<UPR, UW>(o)) m = bc_bmax(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+  if ((BC_NAN_SCALE ? !(m <= 0.0f) : m > 0.0f) && bc_block_leader<UPR, UW>(tid))  // a NaN too under BC_NAN_SCALE
+    atomicMax((unsigned int *)&bmax[slot], __float_as_uint(m));
 }
 #endif
 
@@ -407,7 +437,44 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
   __syncthreads();
 #endif
 
-  // ---- load: all loads issued before the first shared-memory store
+  // ---- load: all loads issued before the first shared-memory store (BC_ROWREG: into the
+  // registers the rowwise part encodes from)
+#if BC_ROWREG
+  uint4 rv[BC_NLOAD];
+  {
+#pragma unroll
+    for (int j = 0; j < BC_NTJ; j++) {
+      const int task = tid + j * BC_THREADS;
+      const i64 r = r0 + task / BC_RPR, c = c0 + (task % BC_RPR) * BC_RUN_R;
+#pragma unroll
+      for (int k = 0; k < BC_NV_R; k++) {
+        uint4 &d = rv[j * BC_NV_R + k];
+        if (whole && vec_in) d = bc_load_vec<BC_LOAD_VEC>(in, rows, cols, ld, r, c + k * BC_VE);
+        else if (whole) d = bc_load_vec<BC_LOAD_ELEMS>(in, rows, cols, ld, r, c + k * BC_VE);
+        else d = bc_load_vec<BC_LOAD_MASKED>(in, rows, cols, ld, r, c + k * BC_VE);
+      }
+    }
+    // the run's 2D blocks: BC_NBLK_R of them (or one shared by BC_LANES_R runs); a tile no taller
+    // than a block holds one block row, so this thread's runs pool before the shuffles
+    constexpr int nvb = BC_NV_R / BC_NBLK_R;
+    float acc[BC_NBLK_R];
+#pragma unroll
+    for (int j = 0; j < BC_NTJ; j++) {
+      const int task = tid + j * BC_THREADS, tr = task / BC_RPR, tc0 = (task % BC_RPR) * BC_RUN_R;
+#pragma unroll
+      for (int b = 0; b < BC_NBLK_R; b++) {
+        bc_pw mm = bc_pw_zero();
+#pragma unroll
+        for (int k = 0; k < nvb; k++) mm = bc_pw_absmax16(mm, rv[j * BC_NV_R + b * nvb + k]);
+        const float m = bc_pw_max(mm);
+        acc[b] = BC_TR <= BC_BR && j ? bc_bmax(acc[b], m) : m;
+        if (BC_TR > BC_BR || j == BC_NTJ - 1)
+          bc_pool_bmax<BC_RPR, BC_RUN_R>(bmax, (tr / BC_BR) * BC_BMAX_COLS + (tc0 + b * BC_BC) / BC_BC, acc[b], tid);
+      }
+    }
+    __syncthreads();
+  }
+#else
   {
     uint4 v[BC_NLOAD];
     if (whole && vec_in) bc_block_load<BC_LOAD_VEC>(in, rows, cols, ld, r0, c0, tid, v);
@@ -418,18 +485,14 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
       const int i = tid + k * BC_THREADS, tr = i / BC_VPR, vcol = i % BC_VPR;
       *(uint4 *)(tile + tr * BC_TS + vcol * 16) = v[k];
 #if BC_2D
-      // lanes whose vectors lie in one 2D block pool their maxima by shuffles first (one shared
-      // atomic per block and warp instead of one per vector)
-      float m = bc_pw_max(bc_pw_absmax16(bc_pw_zero(), v[k]));
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1)
-        if (bc_lane_bit_in_block(o)) m = bc_bmax(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
-      if ((BC_NAN_SCALE ? !(m <= 0.0f) : m > 0.0f) && bc_block_leader(tid))  // a NaN too under BC_NAN_SCALE
-        atomicMax((unsigned int *)&bmax[(tr / BC_BR) * BC_BMAX_COLS + (vcol * BC_VE) / BC_BC], __float_as_uint(m));
+      // lanes whose vectors lie in one 2D block pool their maxima first
+      bc_pool_bmax<BC_VPR, BC_VE>(bmax, (tr / BC_BR) * BC_BMAX_COLS + (vcol * BC_VE) / BC_BC,
+                                  bc_pw_max(bc_pw_absmax16(bc_pw_zero(), v[k])), tid);
 #endif
     }
+    __syncthreads();
   }
-  __syncthreads();
+#endif
 
   bc_rng rng;
   rng.init(sr_seed, sr_offset);
@@ -440,17 +503,27 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
   // reduced across that many adjacent lanes (every lane takes part in the shuffles)
   {
     const i64 row_bytes = cols * BC_ELEM_BITS / 8;
-    constexpr int ntask = BC_TR * (BC_TC / BC_RUN_R);
+    constexpr int ntask = BC_TR * BC_RPR;
+    // the register path indexes rv by the trip: unrolled
+#if BC_ROWREG
+#pragma unroll
+#else
 #pragma unroll 1
+#endif
     for (int task0 = 0; task0 < ntask; task0 += BC_THREADS) {
       // past the last task: a valid index for the reads; the lanes of a block are all in or all out
       const int task = task0 + tid < ntask ? task0 + tid : (task0 + tid) % ntask;
-      const int tr = task / (BC_TC / BC_RUN_R), tc0 = (task % (BC_TC / BC_RUN_R)) * BC_RUN_R;
+      const int tr = task / BC_RPR, tc0 = (task % BC_RPR) * BC_RUN_R;
       const i64 r = r0 + tr, c = c0 + tc0;
       const bool live = task0 + tid < ntask && r < rows && c < cols;
       uint4 v[BC_NV_R];
 #pragma unroll
-      for (int k = 0; k < BC_NV_R; k++) v[k] = *(const uint4 *)(tile + tr * BC_TS + tc0 * BC_S + 16 * k);
+      for (int k = 0; k < BC_NV_R; k++)
+#if BC_ROWREG
+        v[k] = rv[(task0 / BC_THREADS) * BC_NV_R + k];
+#else
+        v[k] = *(const uint4 *)(tile + tr * BC_TS + tc0 * BC_S + 16 * k);
+#endif
       float enc[BC_NBLK_R];
       bool nosat = true;  // every block of the run: amax x factor <= max (no element saturates)
 #pragma unroll

@@ -162,6 +162,29 @@ static void tuning_entries(void) {
     char *src = source_under(path, "bc_quantize_mxfp4__bf16__row", &st, err, sizeof err);
     ok(src && strstr(src, "#define BC_TILE_ROWS                 32\n"), "the rewritten file loads and reaches the kernel");
     free(src);
+    /* a hand comment above an entry stays above it through a later run; above an entry that run
+       measured again, with a line saying so */
+    const char *at_row = strstr(r2, "  bc_quantize_mxfp4__bf16__row = "), *at_col = strstr(r2, "  bc_quantize_mxfp4__bf16__col = ");
+    const char *c_row = "  -- kept by hand: see NOTES\n", *c_col = "-- col: a note\n";
+    char *r3in = at_row && at_col ? malloc(strlen(r2) + strlen(c_row) + strlen(c_col) + 1) : NULL, *r3 = NULL;
+    if (r3in) {
+      const char *first = at_col < at_row ? at_col : at_row, *second = at_col < at_row ? at_row : at_col;
+      const char *c1 = first == at_row ? c_row : c_col, *c2 = first == at_row ? c_col : c_row;
+      sprintf(r3in, "%.*s%s%.*s%s%s", (int)(first - r2), r2, c1, (int)(second - first), first, c2, second);
+      const char *r3args[] = { "gen/tuning/sm_90.lua", r3in, e2, "2026-01-03, GPU C, `blockcast tune --z`" };
+      pthread_mutex_lock(&c->lock);
+      s = bci_lua_call_str(c, "tune_render", 4, r3args, &r3);
+      pthread_mutex_unlock(&c->lock);
+    }
+    is_int(s, BC_OK, "tune_render of a file with comments in its tune section: %s", s == BC_OK ? "" : bc_last_error(c));
+    ok(r3 && strstr(r3, "  -- kept by hand: see NOTES\n  bc_quantize_mxfp4__bf16__row = {"),
+       "a comment above an entry the run did not measure is kept above it");
+    ok(r3 && strstr(r3, "  -- col: a note\n  -- (the comment above predates run 3, which measured this entry again)\n"
+                        "  bc_quantize_mxfp4__bf16__col = {"),
+       "a comment above an entry the run measured again is kept, with a line saying so");
+    if (r3 && !strstr(r3, "kept by hand")) diag("got:\n%s", r3);
+    free(r3in);
+    free(r3);
   }
   free(r1);
   free(r2);
