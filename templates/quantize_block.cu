@@ -12,9 +12,10 @@
 //   load   the tile into shared memory as raw input bits (16-byte vectors when the tile is whole
 //          and aligned, else element loads, masked at the edges; zeros outside the tensor); 2D:
 //          block amaxes (pooled across a warp's lanes, then one shared atomic per block).
-//          BC_ROWREG (rowwise-only kernels of 2D blocks from fp32): no staging; each thread loads
-//          the vectors of its own row tasks into registers, pools the block amaxes from them, and
-//          the row part encodes from them.
+//          BC_ROWREG (kernels of 2D blocks from fp32, rowwise-only or with transposed 8-bit
+//          columnwise codes): no staging; each thread loads the vectors of its own row tasks into
+//          registers, pools the block amaxes from them, and the row part encodes from them
+//          (BC_COLREG: also staging its codes transposed for the columnwise rows).
 //   row    a task is a run of BC_RUN_R elements of one tile row (16, 24 or 32 output bytes) held in
 //          registers: block amax (a block longer than the run is reduced across adjacent lanes)
 //          -> scale (written) -> encode -> 16-byte stores (8-byte for 6-bit runs of 24 bytes);
@@ -81,9 +82,15 @@
    us), not 1D blocks (MXFP4 / MXFP6 rowwise 14-18% slower at 16384^2), not where stochastic
    rounding may run (it reads staged elements one by one; ptxas spilled 84-700 bytes with both).
    The launch keeps the tile's shared memory (the layout below is the same): at the 2 blocks an SM
-   their registers allow, it costs no occupancy. */
-#define BC_ROWREG (BC_2D && BC_S == 4 && BC_ROWWISE && !BC_COLUMNWISE && !BC_SR_ALLOWED && (BC_TR * BC_RPR) % BC_THREADS == 0 && \
-                   BC_THREADS % BC_RPR == 0 && BC_BC % BC_VE == 0)
+   their registers allow, it costs no occupancy.
+   BC_COLREG: the same for the columnwise output of such kernels where it is transposed 8-bit
+   codes: a 2D block's columnwise codes are its rowwise ones (one scale, one element), so each
+   run's codes are staged transposed in shared memory as they are encoded and written out as the
+   columnwise rows; no columnwise encode. */
+#define BC_REG_OK (BC_2D && BC_S == 4 && !BC_SR_ALLOWED && (BC_TR * BC_RPR) % BC_THREADS == 0 && BC_THREADS % BC_RPR == 0 && \
+                   BC_BC % BC_VE == 0)
+#define BC_COLREG (BC_REG_OK && BC_COLUMNWISE && BC_COL_TRANSPOSED && BC_ELEM_BITS == 8)
+#define BC_ROWREG (BC_REG_OK && (BC_COLREG || !BC_COLUMNWISE))
 // shared memory: the tile [BC_TR x BC_TS], then 2D block amaxes or column partial amaxes: the
 // launch's size BC_SMEM. Past it, only when the rowwise output rows are not 16-byte aligned, the
 // staged rowwise codes [BC_TR x BC_RSTRIDE] (the host adds those bytes to that launch:
@@ -498,7 +505,7 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
   rng.init(sr_seed, sr_offset);
   (void)rng;
 
-#if BC_ROWWISE
+#if BC_ROWWISE || BC_COLREG
   // ---- rowwise: runs of BC_RUN_R elements along a tile row; a block of BC_LANES_R runs is
   // reduced across that many adjacent lanes (every lane takes part in the shuffles)
   {
@@ -544,8 +551,23 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
         enc[b] = s.enc;
         nosat = nosat && __fmul_rn(m, s.enc) <= BC_ELEM_MAX_FINITE;
         const i64 sc = (c + b * BC_BC) / BC_BC;
-        if (live && (tc0 / BC_RUN_R) % BC_LANES_R == 0 && sc < row_sl.lcols && (!BC_2D || row_sl.per_row || tr % BC_BR == 0))
+        if (BC_ROWWISE && live && (tc0 / BC_RUN_R) % BC_LANES_R == 0 && sc < row_sl.lcols &&
+            (!BC_2D || row_sl.per_row || tr % BC_BR == 0))
           bc_write_scale(row_scale, row_sl, row_sl.per_row ? r : r / BC_BR, sc, s.stored);
+#if BC_COLREG
+        // the block's columnwise scale (view [cols, rows]: view row c / BC_BC, or each column where
+        // the layout has one per row; view column r / BC_CBR), from its first row's runs
+        const i64 cb = c + (BC_NBLK_R == 1 ? 0 : b * BC_BC);  // the block's first column in this run
+        if (live && tr % BC_BR == 0 && cb < cols && r / BC_CBR < col_sl.lcols) {
+          if (col_sl.per_row) {
+#pragma unroll 1
+            for (int q = 0; q < (BC_NBLK_R == 1 ? BC_RUN_R : BC_BC) && cb + q < cols; q++)
+              bc_write_scale(col_scale, col_sl, cb + q, r / BC_CBR, s.stored);
+          } else if ((tc0 / BC_RUN_R) % BC_LANES_R == 0) {
+            bc_write_scale(col_scale, col_sl, cb / BC_BC, r / BC_CBR, s.stored);
+          }
+        }
+#endif
       }
       if (!live) continue;
       // encode and store BC_RUN_BYTES output bytes
@@ -621,6 +643,16 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
         }
 #endif
       }
+#if BC_COLREG
+      // the codes transposed: code (tr, tc0 + i) to byte tr of staged output row tc0 + i, shifted
+      // by its destination's alignment where those rows are not 16-byte aligned (BC_ROWS_STAGED)
+#pragma unroll
+      for (int i = 0; i < BC_RUN_R; i++) {
+        const int m = vec_col ? 0 : (int)((unsigned long long)(col_data + (c0 + tc0 + i) * col_ld + r0) & 15u);
+        bc_smem[(tc0 + i) * BC_CSTRIDE + m + tr] = (u8)(w[i >> 2] >> (8 * (i & 3)));
+      }
+#endif
+#if BC_ROWWISE
       const i64 left = (cols - c) * BC_ELEM_BITS / 8;
       if (vec_row) {
         bc_store_codes<BC_RUN_BYTES>(row_data + r * row_bytes + c * BC_ELEM_BITS / 8, w, left >= BC_RUN_BYTES,
@@ -629,7 +661,9 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
         // rows not 16-byte aligned: staged, then written by bc_write_rows below
         bc_stage_words<BC_RUN_BYTES / 4>(rcodes + tr * BC_RSTRIDE, tc0 * BC_ELEM_BITS / 8, w, false, nullptr);
       }
+#endif
     }
+#if BC_ROWWISE
     if (!vec_row) {
       __syncthreads();
       bc_write_rows<BC_TC * BC_ELEM_BITS / 8, BC_ROWS_SHIFT, !BC_COLUMNWISE>(rcodes, BC_RSTRIDE, BC_TR, [&](int j, u8 *&dst, i64 &len) {
@@ -638,10 +672,26 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
         if (len > BC_TC * BC_ELEM_BITS / 8) len = BC_TC * BC_ELEM_BITS / 8;
       });
     }
+#endif
   }
 #endif
 
-#if BC_COLUMNWISE
+#if BC_COLREG
+  // ---- columnwise (BC_COLREG): the transposed codes staged by the rowwise part, written out
+  __syncthreads();
+  {
+    const i64 out_row_bytes = rows * BC_ELEM_BITS / 8;
+    auto out_row = [&](int j, u8 *&dst, i64 &len) {
+      dst = col_data + (c0 + j) * col_ld + r0 * BC_ELEM_BITS / 8;
+      len = c0 + j < cols ? out_row_bytes - r0 * BC_ELEM_BITS / 8 : 0;
+      if (len > BC_OB) len = BC_OB;
+    };
+    if (vec_col) bc_write_rows<BC_OB, BC_ROWS_ALIGNED, false>(bc_smem, BC_CSTRIDE, BC_TC, out_row);
+    else bc_write_rows<BC_OB, BC_ROWS_STAGED, false>(bc_smem, BC_CSTRIDE, BC_TC, out_row);
+  }
+#endif
+
+#if BC_COLUMNWISE && !BC_COLREG
   // ---- columnwise: a task is the column pair (tc, tc + 1) x rows tr0 .. tr0 + BC_CH - 1
   {
     const int g = tid % BC_CG, seg = tid / BC_CG;

@@ -134,12 +134,15 @@ kernels = {
     measured = { us = 211.8, incumbent_us = 211.8, copy_pct = 89.8, shape = "16384x16384 fp16", candidates = 4, run = 5 } },
   bc_quantize_fp8_block_128x128__fp16__rowcol = { threads = 256, tile_rows = 64, tile_cols = 128, min_blocks = 3,
     measured = { us = 302.4, incumbent_us = 302.4, copy_pct = 83.8, shape = "16384x16384 fp16", candidates = 4, run = 5 } },
-  bc_quantize_fp8_block_128x128__fp32__col = { threads = 256, tile_rows = 64, tile_cols = 128, min_blocks = 3,
-    measured = { us = 828.1, incumbent_us = 828.1, copy_pct = 38.3, shape = "16384x16384 fp32", candidates = 1, run = 4 } },
+  -- set by hand (2026-11-27, seventeenth session): the columnwise output of 2D blocks from fp32 now comes
+  -- from the rowwise register path (templates/quantize_block.cu, BC_COLREG); run 10's winner for that path
+  -- (512 x 2) taken without a tune run (256 x 3 spilled 112-116 bytes); measured in
+  -- tests/bench/results/2026-11-27-rowwise-2d-registers.md, call 31. Re-run `blockcast tune` for these two.
+  bc_quantize_fp8_block_128x128__fp32__col = { threads = 512, tile_rows = 64, tile_cols = 128, min_blocks = 2 },
   bc_quantize_fp8_block_128x128__fp32__row = { threads = 512, tile_rows = 64, tile_cols = 128, min_blocks = 2,
     measured = { us = 436.3, incumbent_us = 548.1, copy_pct = 102.6, shape = "16384x16384 fp32", candidates = 6, run = 10 } },
-  bc_quantize_fp8_block_128x128__fp32__rowcol = { threads = 256, tile_rows = 64, tile_cols = 128, min_blocks = 3,
-    measured = { us = 1034.2, incumbent_us = 1034.2, copy_pct = 36.8, shape = "16384x16384 fp32", candidates = 1, run = 4 } },
+  -- set by hand, as bc_quantize_fp8_block_128x128__fp32__col above
+  bc_quantize_fp8_block_128x128__fp32__rowcol = { threads = 512, tile_rows = 64, tile_cols = 128, min_blocks = 2 },
   bc_quantize_fp8_block_1x128__bf16__col = { threads = 256, tile_rows = 256, tile_cols = 64, min_blocks = 4,
     measured = { us = 201.3, incumbent_us = 205.8, copy_pct = 95.4, shape = "16384x16384 bf16", candidates = 12, run = 7 } },
   bc_quantize_fp8_block_1x128__bf16__row = { threads = 256, tile_rows = 64, tile_cols = 128, min_blocks = 6,
