@@ -695,14 +695,19 @@ function M.tune_render(base_path, base_text, entries, run_doc)
   local prefix, section = split_tuning_text(base_text)
   local fields, src = spec.load_chunk("blockcast tune results", "kernels = {\n" .. entries .. "\n}\n")
   local new = spec.validate(fields, { type = "table", fields = { kernels = TUNING_SCHEMA.fields.kernels } }, src).kernels
-  -- comment lines inside `kernels = { ... }` belong to the entry they stand above: kept there
+  -- comment lines inside `kernels = { ... }` belong to the entry they stand above (those after the
+  -- last entry to the table's end): kept there; the line saying which run measured an entry again
+  -- after its comment is rewritten, not stacked
+  local PREDATES = "  -- (the comment above predates run %d, which measured this entry again)"
   local runs, last, notes, pending, inside = {}, 0, {}, {}, false
   for line in section:gmatch("[^\n]+") do
     local n = line:match("^%-%- run (%d+):")
     if n then runs[#runs + 1] = line; last = math.max(last, tonumber(n)) end
     if inside and line:match("^%s*%-%-") then
       pending[#pending + 1] = (line:gsub("^%s*", "  "))
-    elseif inside and line:match("^%s*[%w_]+%s*=%s*{") then
+    elseif inside and line:match("^}") then
+      inside = false
+    elseif inside and line:match("^%s*[%w_]+%s*=%s*{") and line:match("^%s*([%w_]+)") ~= "measured" then
       if #pending > 0 then notes[line:match("^%s*([%w_]+)")] = pending end
       pending = {}
     elseif line:match("^kernels%s*=%s*{") then
@@ -730,10 +735,10 @@ function M.tune_render(base_path, base_text, entries, run_doc)
   out[#out + 1] = "kernels = {"
   for _, name in ipairs(spec.sorted_keys(merged)) do
     local e = merged[name]
-    for _, l in ipairs(notes[name] or {}) do out[#out + 1] = l end
-    if notes[name] and new[name] then
-      out[#out + 1] = string.format("  -- (the comment above predates run %d, which measured this entry again)", last + 1)
+    for _, l in ipairs(notes[name] or {}) do
+      if not (new[name] and l:match("^  %-%- %(the comment above predates run %d+,")) then out[#out + 1] = l end
     end
+    if notes[name] and new[name] then out[#out + 1] = string.format(PREDATES, last + 1) end
     local m = e.measured or {}
     local ms = {}
     for _, f in ipairs({ "us", "incumbent_us", "copy_pct" }) do
@@ -745,6 +750,7 @@ function M.tune_render(base_path, base_text, entries, run_doc)
     end
     out[#out + 1] = string.format("  %s = { %s,\n    measured = { %s } },", name, entry_body(e), table.concat(ms, ", "))
   end
+  for _, l in ipairs(pending) do out[#out + 1] = l end
   out[#out + 1] = "}"
   local text = table.concat(out, "\n") .. "\n"
   parse_tuning(base_path, text) -- what we write must load

@@ -183,6 +183,24 @@ static void tuning_entries(void) {
                         "  bc_quantize_mxfp4__bf16__col = {"),
        "a comment above an entry the run measured again is kept, with a line saying so");
     if (r3 && !strstr(r3, "kept by hand")) diag("got:\n%s", r3);
+    /* measured once more: the line saying so names the latest run, not one line per run; a
+       comment after the last entry stays at the table's end */
+    const char *end = r3 ? strrchr(r3, '}') : NULL, *tail = "  -- trailing note\n";
+    char *r4in = end ? malloc(strlen(r3) + strlen(tail) + 1) : NULL, *r4 = NULL;
+    if (r4in) {
+      sprintf(r4in, "%.*s%s%s", (int)(end - r3), r3, tail, end);
+      const char *r4args[] = { "gen/tuning/sm_90.lua", r4in, e2, "2026-01-04, GPU D, `blockcast tune --w`" };
+      pthread_mutex_lock(&c->lock);
+      s = bci_lua_call_str(c, "tune_render", 4, r4args, &r4);
+      pthread_mutex_unlock(&c->lock);
+    }
+    ok(r4 && strstr(r4, "  -- col: a note\n  -- (the comment above predates run 4, which measured this entry again)\n"
+                        "  bc_quantize_mxfp4__bf16__col = {") && !strstr(r4, "predates run 3"),
+       "measured again: one line naming the latest run");
+    ok(r4 && strstr(r4, "  -- trailing note\n}"), "a comment after the last entry stays at the table's end");
+    if (r4 && !strstr(r4, "trailing note\n}")) diag("got:\n%s", r4);
+    free(r4in);
+    free(r4);
     free(r3in);
     free(r3);
   }
