@@ -313,6 +313,13 @@ int main(void) {
   ERR_HAS(bc_comm_bootstrap(ctx, "env:", 2, 0, 1.0, &comm), BC_ERR_ARG, "no variable name", "bootstrap env: without a name");
   ERR_HAS(bc_comm_bootstrap(ctx, "/tmp/x", 2, 1, -1.0, &comm), BC_ERR_ARG, "timeout_s is -1", "bootstrap negative timeout");
   ERR_HAS(bc_comm_bootstrap(ctx, "/tmp/x", 2, 1, NAN, &comm), BC_ERR_ARG, "timeout_s is", "bootstrap NaN timeout");
+  /* BLOCKCAST_GATHER, read when a communicator is made: a value it does not know fails first */
+  setenv("BLOCKCAST_GATHER", "ring", 1);
+  ERR_HAS(bc_comm_create_nccl(ctx, &id, 2, 0, &comm), BC_ERR_ARG,
+          "bc_comm_create_nccl: BLOCKCAST_GATHER is 'ring'; expected auto (the default), collective", "BLOCKCAST_GATHER=ring (create)");
+  ok(comm == NULL, "*out is NULL on failure (BLOCKCAST_GATHER)");
+  ERR_HAS(bc_comm_wrap_nccl(ctx, &id, &comm), BC_ERR_ARG, "bc_comm_wrap_nccl: BLOCKCAST_GATHER is 'ring'", "BLOCKCAST_GATHER=ring (wrap)");
+  unsetenv("BLOCKCAST_GATHER");
   is_int(bc_comm_id_create(NULL, &id), BC_ERR_ARG, "NULL ctx: id_create");
   is_int(bc_comm_id_to_string(NULL, &id, hex), BC_ERR_ARG, "NULL ctx: to_string");
   is_int(bc_comm_id_from_string(NULL, hex, &id), BC_ERR_ARG, "NULL ctx: from_string");

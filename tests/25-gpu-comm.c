@@ -864,6 +864,35 @@ static void nccl_one_rank(void) {
     gather_case(&c2, &nc2, 0, "(NCCL with the agreement check)");
     bc_comm_destroy(nc2);
   }
+  /* BLOCKCAST_GATHER=sendrecv: the rank's own piece, when not in place (a quantized input's own
+   * buffer), is copied on the side stream beside the exchange; a value it does not know fails
+   * the creation, naming the variable and the values */
+  setenv("BLOCKCAST_GATHER", "sendrecv", 1);
+  bc_comm *nc3 = NULL;
+  unlink(path);
+  s = bc_comm_bootstrap(ctx, path, 1, 0, 10.0, &nc3);
+  unlink(path);
+  if (ok(s == BC_OK, "an NCCL communicator with BLOCKCAST_GATHER=sendrecv: %s", s == BC_OK ? "ok" : bc_last_error(ctx))) {
+    const char *sr[] = { "fp8_e4m3_tensor", "mxfp8_e4m3", "nvfp4" };
+    for (int i = 0; i < 3; i++) {
+      gcase c3 = { .dt = BC_BF16, .K = 256, .W = 1, .rows = { 128 }, .dirs = 1, .split = "NCCL, sendrecv" };
+      bc_format_get(ctx, sr[i], &c3.f);
+      bc_format_get_info(ctx, c3.f, &c3.info);
+      gather_case(&c3, &nc3, 0, "(NCCL, BLOCKCAST_GATHER=sendrecv)");
+      gather_case_q(&c3, &nc3, 0, "(NCCL, BLOCKCAST_GATHER=sendrecv: the own piece copied beside the exchange)", 1);
+    }
+    bc_comm_destroy(nc3);
+  }
+  setenv("BLOCKCAST_GATHER", "ring", 1);
+  nc3 = NULL;
+  unlink(path);
+  s = bc_comm_bootstrap(ctx, path, 1, 0, 10.0, &nc3);
+  unlink(path);
+  unsetenv("BLOCKCAST_GATHER");
+  ok(s == BC_ERR_ARG && nc3 == NULL && strstr(bc_last_error(ctx), "BLOCKCAST_GATHER is 'ring'") &&
+     strstr(bc_last_error(ctx), "collective") && strstr(bc_last_error(ctx), "sendrecv"),
+     "BLOCKCAST_GATHER=ring: bc_comm_bootstrap fails naming it and the values: %s", bc_last_error(ctx));
+  bc_comm_destroy(nc3);
   bc_comm *lc[1];
   bc_comm_create_local(ctx, 1, lc);
   gcase c = { .dt = BC_FP32, .K = 64, .W = 1, .rows = { 96 }, .dirs = 3, .split = "local, 1 rank" };

@@ -8,7 +8,9 @@
  * own GPU:
  *   - bc_all_gather over a communicator bootstrapped by blockcast (an id file in a fresh
  *     directory: bc_comm_bootstrap), every format, rowwise and both, unequal rows cutting blocks
- *     and unequal bands of 128 rows (block scales gathered in place of the output's);
+ *     and unequal bands of 128 rows (block scales gathered in place of the output's), and
+ *     bc_all_gather_quantized of equal bands; each over three communicators, one per
+ *     BLOCKCAST_GATHER (auto, collective, sendrecv: how the pieces travel);
  *   - bc_shard_cast of random flat partitions over a communicator the test made itself with NCCL
  *     (ncclCommInitRank from blockcast's id helper) and wrapped (bc_comm_wrap_nccl); the ranks'
  *     buffers combined by ncclAllReduce(ncclUint8, ncclSum), then bc_shard_finish;
@@ -99,6 +101,21 @@ static int rank_main(int rank, int W, const char *dir) {
   if (s != BC_OK) return 1;
   size_t nf = bc_format_count(ctx);
   char why[256];
+  /* the same gathers over communicators whose pieces travel each way (BLOCKCAST_GATHER at
+   * creation): auto (boot; pieces this small go as ncclAllGather when equal, send / receive when
+   * not), collective (ncclAllGather, or a broadcast per rank) and sendrecv (always) */
+  static const char *modes[3] = { "auto", "collective", "sendrecv" };
+  bc_comm *mc[3] = { boot, NULL, NULL };
+  for (int m = 1; m < 3; m++) {
+    snprintf(path, sizeof path, "%s/blockcast-%s.id", dir, modes[m]);
+    setenv("BLOCKCAST_GATHER", modes[m], 1);
+    s = bc_comm_bootstrap(ctx, path, W, rank, 120.0, &mc[m]);
+    unsetenv("BLOCKCAST_GATHER");
+    rline(s == BC_OK, "rank %d: bc_comm_bootstrap with BLOCKCAST_GATHER=%s%s%s", rank, modes[m], s ? ": " : "", s ? bc_last_error(ctx) : "");
+    if (s != BC_OK) return 1;
+  }
+  for (int m = 0; m < 3; m++) {
+  bc_comm *gc = mc[m];
   /* 1: the all-gather of every format */
   for (size_t fi = 0; fi < nf; fi++) {
     const bc_format *f = bc_format_at(ctx, fi);
@@ -117,18 +134,53 @@ static int rank_main(int rank, int W, const char *dir) {
       qbuf g, w;
       bc_qtensor qg = qbuf_make(&g, f, M, K, dirs), qw = qbuf_make(&w, f, M, K, dirs);
       bc_tensor xf = { full, BC_BF16, M, K, K };
-      s = bc_all_gather(ctx, boot, &x, rows, &qg, NULL);
+      s = bc_all_gather(ctx, gc, &x, rows, &qg, NULL);
       if (s == BC_OK) s = bc_quantize(ctx, &xf, &qw, NULL);
       CK(cudaDeviceSynchronize());
       int good = s == BC_OK && same_q(&g, &w, dirs, info.block == BC_BLOCK_TENSOR || info.two_level, why, sizeof why);
-      rline(good, "rank %d: bc_all_gather %s %s, %s: the whole tensor's quantize%s%s", rank, info.name,
-            dirs == 3 ? "both" : "rowwise", bands ? "128-row bands" : "rows cutting blocks", good ? "" : ": ",
+      rline(good, "rank %d: bc_all_gather %s %s, %s (gathers: %s): the whole tensor's quantize%s%s", rank, info.name,
+            dirs == 3 ? "both" : "rowwise", bands ? "128-row bands" : "rows cutting blocks", modes[m], good ? "" : ": ",
             good ? "" : (s ? bc_last_error(ctx) : why));
       qbuf_free(&g);
       qbuf_free(&w);
       cudaFree(full);
     }
   }
+  /* 1b: rows already quantized, equal bands (every piece the same size: the pieces in place of
+   * out, the rank's own copied from its input, in the transport's own kernel for sendrecv) */
+  static const char *gq_names[3] = { "fp8_e4m3_tensor", "mxfp8_e4m3", "nvfp4" };
+  for (int i = 0; i < 6; i++) {
+    const int alias = i % 2; /* 1: the rank quantizes into its own rows (and block scales) of out */
+    const bc_format *f;
+    bc_format_get(ctx, gq_names[i / 2], &f);
+    bc_format_info info;
+    bc_format_get_info(ctx, f, &info);
+    int64_t K = 512, rows[8], M = 128 * (int64_t)W;
+    for (int r = 0; r < W; r++) rows[r] = 128;
+    void *full = full_input(BC_BF16, M * K, 0x4321 + i);
+    bc_tensor x = { (char *)full + (size_t)(128 * rank * K) * 2, BC_BF16, 128, K, K }, xf = { full, BC_BF16, M, K, K };
+    qbuf l, g, w;
+    bc_qtensor ql = qbuf_make(&l, f, 128, K, 1), qg = qbuf_make(&g, f, M, K, 1), qw = qbuf_make(&w, f, M, K, 1);
+    if (alias) {
+      ql.rowwise_data = (char *)qg.rowwise_data + (size_t)rank * l.l[0].data_bytes;
+      if (info.block != BC_BLOCK_TENSOR) ql.rowwise_scale_inv = (char *)qg.rowwise_scale_inv + (size_t)rank * l.l[0].scale_bytes;
+    }
+    s = bc_quantize_comm(ctx, gc, &x, &ql, NULL);
+    if (s == BC_OK) s = bc_all_gather_quantized(ctx, gc, &ql, rows, &qg, NULL);
+    if (s == BC_OK) s = bc_quantize(ctx, &xf, &qw, NULL);
+    CK(cudaDeviceSynchronize());
+    int good = s == BC_OK && same_q(&g, &w, 1, 0, why, sizeof why);
+    rline(good, "rank %d: bc_quantize_comm + bc_all_gather_quantized %s, equal bands of 128 rows%s (gathers: %s): the whole "
+          "tensor's quantize%s%s", rank, info.name, alias ? ", quantized into out's own rows (in place)" : "", modes[m],
+          good ? "" : ": ", good ? "" : (s ? bc_last_error(ctx) : why));
+    qbuf_free(&l);
+    qbuf_free(&g);
+    qbuf_free(&w);
+    cudaFree(full);
+  }
+  }
+  bc_comm_destroy(mc[1]);
+  bc_comm_destroy(mc[2]);
   /* 2: the caller's own NCCL communicator, wrapped; the sharded cast */
   mt_nccl nc;
   int opened = mt_nccl_open(&nc);

@@ -25,6 +25,10 @@ typedef struct mt_nccl {
   int (*allgather)(const void *s, void *r, size_t n, int dt, void *comm, void *stream);
   int (*split)(void *comm, int color, int key, void **out, void *config);
   int (*destroy)(void *comm);
+  int (*send)(const void *s, size_t n, int dt, int peer, void *comm, void *stream);
+  int (*recv)(void *r, size_t n, int dt, int peer, void *comm, void *stream);
+  int (*group_start)(void);
+  int (*group_end)(void);
 } mt_nccl;
 enum { MT_UINT8 = 1, MT_SUM = 0 };
 
@@ -36,7 +40,12 @@ static inline int mt_nccl_open(mt_nccl *n) {
   *(void **)&n->allgather = dlsym(lib, "ncclAllGather");
   *(void **)&n->split = dlsym(lib, "ncclCommSplit");
   *(void **)&n->destroy = dlsym(lib, "ncclCommDestroy");
-  return n->init && n->allreduce && n->allgather && n->split && n->destroy;
+  *(void **)&n->send = dlsym(lib, "ncclSend");
+  *(void **)&n->recv = dlsym(lib, "ncclRecv");
+  *(void **)&n->group_start = dlsym(lib, "ncclGroupStart");
+  *(void **)&n->group_end = dlsym(lib, "ncclGroupEnd");
+  return n->init && n->allreduce && n->allgather && n->split && n->destroy && n->send && n->recv && n->group_start &&
+         n->group_end;
 }
 
 /* an NCCL communicator of all ranks made by the caller from blockcast's id helper: rank 0 writes

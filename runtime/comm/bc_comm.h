@@ -13,6 +13,10 @@
 
 struct bci_hub; /* bc_local.c: the rendezvous of a local communicator's ranks */
 
+/* How an NCCL all-gather's pieces travel (bc_nccl.c, bci_nccl_gatherv): auto chooses; the others
+ * are BLOCKCAST_GATHER=collective / sendrecv, set when the communicator is made. */
+enum { BCI_GATHER_AUTO = 0, BCI_GATHER_COLLECTIVE = 1, BCI_GATHER_SENDRECV = 2 };
+
 struct bc_comm {
   bc_transport transport;
   int rank, size;
@@ -21,6 +25,8 @@ struct bc_comm {
   void *nccl;    /* ncclComm_t */
   int owns_nccl; /* made by bc_comm_create_nccl (destroyed with the bc_comm), not wrapped */
   int check;     /* BLOCKCAST_COMM_CHECK=1 at creation: the agreement check of each call */
+  int gather;    /* BLOCKCAST_GATHER at creation: BCI_GATHER_* (how bci_nccl_gatherv moves a piece) */
+  int one_host;  /* every rank on this host: 1 yes, 0 no, -1 not asked yet (asked once, when needed) */
   /* local (bc_local.c) */
   struct bci_hub *hub;
   CUcontext cu;               /* the rank's CUDA context when its events were made */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <nccl.h>
 
@@ -32,6 +33,9 @@ static struct {
   __typeof__(ncclGroupEnd) *GroupEnd;
   __typeof__(ncclGetErrorString) *GetErrorString;
   __typeof__(ncclGetLastError) *GetLastError;
+  /* optional (NCCL >= 2.7): without them a gather of unequal pieces broadcasts */
+  __typeof__(ncclSend) *Send;
+  __typeof__(ncclRecv) *Recv;
 } nccl;
 
 static pthread_once_t nccl_once = PTHREAD_ONCE_INIT;
@@ -99,6 +103,11 @@ static void load_nccl(void) {
   SYM(GetErrorString, "ncclGetErrorString");
   SYM(GetLastError, "ncclGetLastError");
 #undef SYM
+  void *p = dlsym(h, "ncclSend"), *q = dlsym(h, "ncclRecv");
+  if (p && q) {
+    memcpy(&nccl.Send, &p, sizeof p);
+    memcpy(&nccl.Recv, &q, sizeof q);
+  }
   int v = 0;
   if (nccl.GetVersion(&v) != ncclSuccess || v < 20000) {
     snprintf(nccl_err, sizeof nccl_err, "the NCCL library that was opened reports version %d; blockcast needs NCCL 2", v);
@@ -223,6 +232,27 @@ static int comm_check_env(void) {
   return e && strcmp(e, "1") == 0;
 }
 
+/* BLOCKCAST_GATHER: how the communicator's all-gathers move their pieces (bci_nccl_gatherv) */
+static bc_status gather_env(bc_ctx *ctx, const char *fn, int *mode) {
+  const char *e = getenv("BLOCKCAST_GATHER");
+  *mode = BCI_GATHER_AUTO;
+  if (!e || !*e || strcmp(e, "auto") == 0) return BC_OK;
+  if (strcmp(e, "collective") == 0) *mode = BCI_GATHER_COLLECTIVE;
+  else if (strcmp(e, "sendrecv") == 0) *mode = BCI_GATHER_SENDRECV;
+  else
+    return bci_fail(ctx, BC_ERR_ARG, "%s: BLOCKCAST_GATHER is '%.64s'; expected auto (the default), collective (ncclAllGather, or a "
+                    "broadcast per rank for unequal pieces) or sendrecv (grouped ncclSend / ncclRecv)", fn, e);
+  return BC_OK;
+}
+
+/* once NCCL is open: the mode asked can be had */
+static bc_status gather_mode_ok(bc_ctx *ctx, const char *fn, int mode) {
+  if (mode == BCI_GATHER_SENDRECV && !nccl.Send)
+    return bci_fail(ctx, BC_ERR_UNSUPPORTED, "%s: BLOCKCAST_GATHER is sendrecv but the NCCL library that was opened lacks "
+                    "ncclSend / ncclRecv (NCCL 2.7 or newer has them); unset it or install a newer NCCL", fn);
+  return BC_OK;
+}
+
 static bc_status rank_args(bc_ctx *ctx, const char *fn, int nranks, int rank) {
   if (nranks < 1) return bci_fail(ctx, BC_ERR_ARG, "%s: nranks is %d; expected at least 1", fn, nranks);
   if (rank < 0 || rank >= nranks)
@@ -231,13 +261,15 @@ static bc_status rank_args(bc_ctx *ctx, const char *fn, int nranks, int rank) {
 }
 
 /* a bc_comm over nc (owned: destroyed with it) */
-static void nccl_comm_fill(bc_comm *c, ncclComm_t nc, int rank, int size, int owns) {
+static void nccl_comm_fill(bc_comm *c, ncclComm_t nc, int rank, int size, int owns, int gather) {
   c->transport = BC_TRANSPORT_NCCL;
   c->rank = rank;
   c->size = size;
   c->nccl = nc;
   c->owns_nccl = owns;
   c->check = comm_check_env();
+  c->gather = gather;
+  c->one_host = -1;
 }
 
 bc_status bc_comm_create_nccl(bc_ctx *ctx, const bc_comm_id *id, int nranks, int rank, bc_comm **out) {
@@ -248,7 +280,10 @@ bc_status bc_comm_create_nccl(bc_ctx *ctx, const bc_comm_id *id, int nranks, int
   if (!id) return bci_fail(ctx, BC_ERR_ARG, "bc_comm_create_nccl: 'id' is NULL; expected the bc_comm_id made by one rank (bc_comm_id_create)");
   bc_status s = rank_args(ctx, "bc_comm_create_nccl", nranks, rank);
   if (s != BC_OK) return s;
+  int gather;
+  if ((s = gather_env(ctx, "bc_comm_create_nccl", &gather)) != BC_OK) return s;
   if ((s = nccl_load(ctx)) != BC_OK) return s;
+  if ((s = gather_mode_ok(ctx, "bc_comm_create_nccl", gather)) != BC_OK) return s;
   char arch[16];
   if ((s = bci_cuda_device(ctx, arch, NULL)) != BC_OK) return s;
   bc_comm *c = calloc(1, sizeof *c);
@@ -261,7 +296,7 @@ bc_status bc_comm_create_nccl(bc_ctx *ctx, const bc_comm_id *id, int nranks, int
     free(c);
     return nccl_fail(ctx, NULL, "bc_comm_create_nccl: ncclCommInitRank", r);
   }
-  nccl_comm_fill(c, nc, rank, nranks, 1);
+  nccl_comm_fill(c, nc, rank, nranks, 1, gather);
   *out = c;
   return BC_OK;
 }
@@ -272,8 +307,11 @@ bc_status bc_comm_wrap_nccl(bc_ctx *ctx, void *nccl_comm, bc_comm **out) {
   if (!out) return bci_fail(ctx, BC_ERR_ARG, "bc_comm_wrap_nccl: 'out' is NULL; expected a bc_comm * to fill");
   *out = NULL;
   if (!nccl_comm) return bci_fail(ctx, BC_ERR_ARG, "bc_comm_wrap_nccl: 'nccl_comm' is NULL; expected an initialized ncclComm_t");
-  bc_status s = nccl_load(ctx);
+  int gather;
+  bc_status s = gather_env(ctx, "bc_comm_wrap_nccl", &gather);
   if (s != BC_OK) return s;
+  if ((s = nccl_load(ctx)) != BC_OK) return s;
+  if ((s = gather_mode_ok(ctx, "bc_comm_wrap_nccl", gather)) != BC_OK) return s;
   if ((s = bci_cuda_load(ctx)) != BC_OK) return s; /* the primitives use the driver's entry points */
   ncclComm_t nc = (ncclComm_t)nccl_comm;
   int size = 0, rank = 0;
@@ -281,7 +319,7 @@ bc_status bc_comm_wrap_nccl(bc_ctx *ctx, void *nccl_comm, bc_comm **out) {
   BCI_NCCL(ctx, nc, nccl.CommUserRank(nc, &rank));
   bc_comm *c = calloc(1, sizeof *c);
   if (!c) return bci_fail(ctx, BC_ERR_NOMEM, "bc_comm_wrap_nccl: out of host memory");
-  nccl_comm_fill(c, nc, rank, size, 0);
+  nccl_comm_fill(c, nc, rank, size, 0, gather);
   *out = c;
   return BC_OK;
 }
@@ -388,46 +426,7 @@ bc_status bci_nccl_allreduce_max(bc_ctx *ctx, bc_comm *comm, float *buf, int64_t
   return BC_OK;
 }
 
-/* one all-gather when the pieces are equal and laid out back to back, else a broadcast per rank */
-static int gather_uniform(const bc_comm *comm, const bci_gather_job *j) {
-  size_t L = j->len[0];
-  if (L == 0) return 0;
-  for (int r = 1; r < comm->size; r++)
-    if (j->len[r] != L || j->off[r] != j->off[0] + (size_t)r * L) return 0;
-  return 1;
-}
-
-bc_status bci_nccl_gatherv(bc_ctx *ctx, bc_comm *comm, int njobs, const bci_gather_job *jobs, void *stream) {
-  ncclComm_t nc = (ncclComm_t)comm->nccl;
-  cudaStream_t st = (cudaStream_t)stream;
-  int any = 0;
-  for (int i = 0; i < njobs && !any; i++)
-    for (int r = 0; r < comm->size && !any; r++) any = jobs[i].len[r] > 0;
-  if (!any) return BC_OK;
-  bc_status s = BC_OK;
-  BCI_NCCL(ctx, nc, nccl.GroupStart());
-  for (int i = 0; i < njobs; i++) {
-    const bci_gather_job *j = &jobs[i];
-    unsigned char *recv = j->recv;
-    if (gather_uniform(comm, j)) {
-      BCI_NCCL_GOTO(ctx, nc, s, nccl.AllGather(j->send, recv + j->off[0], j->len[0], ncclUint8, nc, st));
-      continue;
-    }
-    for (int r = 0; r < comm->size; r++) {
-      if (!j->len[r]) continue;
-      /* the send buffer is read on the root only; the others pass their own receive piece */
-      const void *send = r == comm->rank ? j->send : recv + j->off[r];
-      BCI_NCCL_GOTO(ctx, nc, s, nccl.Broadcast(send, recv + j->off[r], j->len[r], ncclUint8, r, nc, st));
-    }
-  }
-  BCI_NCCL(ctx, nc, nccl.GroupEnd());
-  return BC_OK;
-fail:
-  nccl.GroupEnd(); /* a group must be closed even when a call in it failed; the first error is reported */
-  return s;
-}
-
-/* a failed driver call of the check, as BCI_CU words it */
+/* a failed driver call, as BCI_CU words it */
 static bc_status cu_fail(bc_ctx *ctx, const char *call, CUresult r) {
   const char *m = "?";
   if (bci_cu.GetErrorString) bci_cu.GetErrorString(r, &m);
@@ -443,27 +442,183 @@ static bc_status cu_fail(bc_ctx *ctx, const char *call, CUresult r) {
     }                                                    \
   } while (0)
 
-bc_status bci_nccl_check(bc_ctx *ctx, bc_comm *comm, const char *fn, const char *sig, void *stream) {
+/* every rank's `bytes` host bytes into all (rank r's at r * bytes), through the device: a small
+ * all-gather that synchronizes the stream (the agreement check, the host question) */
+static bc_status host_allgather(bc_ctx *ctx, bc_comm *comm, const void *mine, size_t bytes, void *all, void *stream) {
   bc_status s = bci_cuda_load(ctx);
   if (s != BC_OK) return s;
   ncclComm_t nc = (ncclComm_t)comm->nccl;
   CUstream st = (CUstream)stream;
+  size_t total = (size_t)comm->size * bytes;
+  CUdeviceptr d = 0;
+  CU_GOTO(bci_cu.MemAllocAsync(&d, total, st));
+  CUdeviceptr dmine = d + (CUdeviceptr)comm->rank * bytes;
+  CU_GOTO(bci_cu.MemcpyHtoDAsync(dmine, mine, bytes, st));
+  BCI_NCCL_GOTO(ctx, nc, s, nccl.AllGather((const void *)(uintptr_t)dmine, (void *)(uintptr_t)d, bytes, ncclUint8, nc, (cudaStream_t)st));
+  CU_GOTO(bci_cu.MemcpyDtoHAsync(all, d, total, st));
+  CU_GOTO(bci_cu.StreamSynchronize(st));
+  bci_cu.MemFreeAsync(d, st);
+  return BC_OK;
+fail:
+  if (d) bci_cu.MemFreeAsync(d, st);
+  return s;
+}
+
+/* this host: its boot id (one per running kernel, shared by its containers), else its name */
+static uint64_t host_key(void) {
+  char buf[256] = "";
+  size_t n = 0;
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) {
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+  }
+  buf[n] = 0;
+  if (n == 0 && gethostname(buf, sizeof buf - 1) != 0) buf[0] = 0;
+  uint64_t h = 1469598103934665603ull;
+  for (const char *c = buf; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+  return h;
+}
+
+/* comm->one_host, asked once: all ranks' host keys gathered */
+static bc_status ask_one_host(bc_ctx *ctx, bc_comm *comm, void *stream) {
+  if (comm->one_host >= 0) return BC_OK;
+  uint64_t mine = host_key(), *all = malloc((size_t)comm->size * sizeof *all);
+  if (!all) return bci_fail(ctx, BC_ERR_NOMEM, "the all-gather: out of host memory (%d host keys)", comm->size);
+  bc_status s = host_allgather(ctx, comm, &mine, sizeof mine, all, stream);
+  if (s == BC_OK) {
+    comm->one_host = 1;
+    for (int r = 0; r < comm->size; r++)
+      if (all[r] != mine) comm->one_host = 0;
+  }
+  free(all);
+  return s;
+}
+
+/* How the pieces of an all-gather travel. Equal pieces laid back to back can go as one
+ * ncclAllGather (a ring on NVLink); any pieces can go as grouped ncclSend / ncclRecv, each rank
+ * sending its piece straight into its place on every other rank; without ncclSend (NCCL < 2.7),
+ * a broadcast per rank. Measured on one host of 4 and of 2 H200s (NVSwitch; bench_multi, tests/
+ * bench/results/2026-11-27-gather-sendrecv.md): raw, send / receive moved 32 to 512 MiB a rank
+ * 2-5% faster than ncclAllGather on 4 GPUs (8 MiB: the same) and 6-23% faster on 2 (8 to 512
+ * MiB); inside bc_all_gather on 4 GPUs it won with 128 MiB pieces (FP8 from 256 MiB of bf16:
+ * 1.43-1.45 ms against 1.47-1.48) but lost with 32 MiB ones (0.45 against 0.43); a group that
+ * mixed the two (a large piece sent, its small block scales gathered) was slower than either.
+ * So auto sends the whole group by send / receive when one of its pieces is at least
+ * sendrecv_min() bytes (8 MiB on 2 ranks, 64 MiB on more; 8 ranks not measured) and every rank
+ * is on this host (asked once per communicator: a small all-gather that synchronizes the
+ * stream), or when its pieces are unequal (W broadcasts of a piece each cross every link W
+ * times, a gather's W - 1); else by ncclAllGather. A rank's own piece not already in place is
+ * copied on the communicator's side stream beside the exchange (before it on the call's stream
+ * where the call already runs on the side stream). BLOCKCAST_GATHER=collective / sendrecv at the
+ * communicator's creation sets one way for all. */
+static size_t sendrecv_min(const bc_comm *comm) { return (size_t)(comm->size == 2 ? 8 : 64) << 20; }
+
+static int gather_uniform(const bc_comm *comm, const bci_gather_job *j) {
+  size_t L = j->len[0];
+  if (L == 0) return 0;
+  for (int r = 1; r < comm->size; r++)
+    if (j->len[r] != L || j->off[r] != j->off[0] + (size_t)r * L) return 0;
+  return 1;
+}
+
+/* the group's way: 1 send / receive, 0 per job (ncclAllGather for equal pieces, else broadcasts) */
+static bc_status group_sendrecv(bc_ctx *ctx, bc_comm *comm, int njobs, const bci_gather_job *jobs, void *stream, int *sr) {
+  *sr = comm->gather == BCI_GATHER_SENDRECV; /* gather_mode_ok checked that NCCL has it */
+  if (comm->gather != BCI_GATHER_AUTO || !nccl.Send) return BC_OK;
+  int large = 0;
+  for (int i = 0; i < njobs; i++) {
+    int any = 0;
+    for (int r = 0; r < comm->size && !any; r++) any = jobs[i].len[r] > 0;
+    if (!any) continue;
+    if (!gather_uniform(comm, &jobs[i])) {
+      *sr = 1;
+      return BC_OK;
+    }
+    large |= jobs[i].len[0] >= sendrecv_min(comm);
+  }
+  if (!large) return BC_OK;
+  bc_status s = ask_one_host(ctx, comm, stream); /* the same question on every rank: the pieces agree */
+  *sr = s == BC_OK && comm->one_host == 1;
+  return s;
+}
+
+bc_status bci_nccl_gatherv(bc_ctx *ctx, bc_comm *comm, int njobs, const bci_gather_job *jobs, void *stream) {
+  ncclComm_t nc = (ncclComm_t)comm->nccl;
+  cudaStream_t st = (cudaStream_t)stream;
+  int any = 0;
+  for (int i = 0; i < njobs && !any; i++)
+    for (int r = 0; r < comm->size && !any; r++) any = jobs[i].len[r] > 0;
+  if (!any) return BC_OK;
+  int sr = 0;
+  bc_status s = group_sendrecv(ctx, comm, njobs, jobs, stream, &sr);
+  if (s != BC_OK) return s;
+  const int me = comm->rank;
+  /* send / receive: the own pieces not in place, copied on the side stream beside the group
+   * (on the call's stream before it where the call runs on the side stream or it cannot be had) */
+  void *side = NULL;
+  int copies = 0;
+  for (int i = 0; i < njobs && sr; i++)
+    copies |= jobs[i].len[me] && jobs[i].send != (const void *)((unsigned char *)jobs[i].recv + jobs[i].off[me]);
+  if (copies && comm->side.stream != stream) side = bci_comm_fork(comm, stream);
+  for (int i = 0; i < njobs && copies; i++) {
+    const bci_gather_job *j = &jobs[i];
+    CUdeviceptr dst = (CUdeviceptr)(uintptr_t)((unsigned char *)j->recv + j->off[me]), src = (CUdeviceptr)(uintptr_t)j->send;
+    if (!j->len[me] || dst == src) continue;
+    CUresult cr = bci_cu.MemcpyAsync(dst, src, j->len[me], (CUstream)(side ? side : stream));
+    if (cr != CUDA_SUCCESS) {
+      s = bci_fail(ctx, BC_ERR_CUDA, "the all-gather: copying rank %d's own piece (cuMemcpyAsync, %zu bytes) failed: %s", me, j->len[me],
+                   bci_cu_error_name(cr));
+      break;
+    }
+  }
+  if (s == BC_OK) {
+    BCI_NCCL_GOTO(ctx, nc, s, nccl.GroupStart());
+    for (int i = 0; i < njobs; i++) {
+      const bci_gather_job *j = &jobs[i];
+      unsigned char *recv = j->recv;
+      if (!sr && gather_uniform(comm, j)) {
+        BCI_NCCL_GOTO(ctx, nc, s, nccl.AllGather(j->send, recv + j->off[0], j->len[0], ncclUint8, nc, st));
+        continue;
+      }
+      for (int r = 0; r < comm->size; r++) {
+        if (sr) {
+          /* to and from rank r, in the same order on every rank (NCCL keeps the order per peer);
+           * the own piece is in place or copied above */
+          if (r == me) continue;
+          if (j->len[me]) BCI_NCCL_GOTO(ctx, nc, s, nccl.Send(j->send, j->len[me], ncclUint8, r, nc, st));
+          if (j->len[r]) BCI_NCCL_GOTO(ctx, nc, s, nccl.Recv(recv + j->off[r], j->len[r], ncclUint8, r, nc, st));
+          continue;
+        }
+        if (!j->len[r]) continue;
+        /* the send buffer is read on the root only; the others pass their own receive piece */
+        const void *send = r == me ? j->send : recv + j->off[r];
+        BCI_NCCL_GOTO(ctx, nc, s, nccl.Broadcast(send, recv + j->off[r], j->len[r], ncclUint8, r, nc, st));
+      }
+    }
+    ncclResult_t e = nccl.GroupEnd();
+    if (e != ncclSuccess) s = nccl_fail(ctx, nc, "nccl.GroupEnd()", e);
+  }
+  if (side) {
+    bc_status sj = bci_comm_join(ctx, comm, "the all-gather", stream);
+    if (s == BC_OK) s = sj;
+  }
+  return s;
+fail:
+  nccl.GroupEnd(); /* a group must be closed even when a call in it failed; the first error is reported */
+  if (side) (void)bci_comm_join(ctx, comm, "the all-gather", stream);
+  return s;
+}
+
+bc_status bci_nccl_check(bc_ctx *ctx, bc_comm *comm, const char *fn, const char *sig, void *stream) {
   size_t total = (size_t)comm->size * BCI_COMM_SIG;
   char mine[BCI_COMM_SIG] = { 0 }; /* zero-padded: every rank sends BCI_COMM_SIG bytes */
   size_t sl = strlen(sig);
   memcpy(mine, sig, sl < BCI_COMM_SIG - 1 ? sl : BCI_COMM_SIG - 1);
   char *all = malloc(total);
   if (!all) return bci_fail(ctx, BC_ERR_NOMEM, "%s: out of host memory for the agreement check (%zu bytes)", fn, total);
-  CUdeviceptr d = 0;
-  CU_GOTO(bci_cu.MemAllocAsync(&d, total, st));
-  CUdeviceptr dmine = d + (CUdeviceptr)comm->rank * BCI_COMM_SIG;
-  CU_GOTO(bci_cu.MemcpyHtoDAsync(dmine, mine, BCI_COMM_SIG, st));
-  BCI_NCCL_GOTO(ctx, nc, s, nccl.AllGather((const void *)(uintptr_t)dmine, (void *)(uintptr_t)d, BCI_COMM_SIG, ncclUint8, nc, (cudaStream_t)st));
-  CU_GOTO(bci_cu.MemcpyDtoHAsync(all, d, total, st));
-  CU_GOTO(bci_cu.StreamSynchronize(st));
-  bci_cu.MemFreeAsync(d, st);
-  d = 0;
-  for (int q = 0; q < comm->size; q++) {
+  bc_status s = host_allgather(ctx, comm, mine, BCI_COMM_SIG, all, stream);
+  for (int q = 0; q < comm->size && s == BC_OK; q++) {
     char *other = all + (size_t)q * BCI_COMM_SIG;
     other[BCI_COMM_SIG - 1] = 0;
     if (strcmp(other, mine) != 0) {
@@ -472,10 +627,6 @@ bc_status bci_nccl_check(bc_ctx *ctx, bc_comm *comm, const char *fn, const char 
       break;
     }
   }
-  free(all);
-  return s;
-fail:
-  if (d) bci_cu.MemFreeAsync(d, st);
   free(all);
   return s;
 }

@@ -461,7 +461,10 @@ BC_API bc_status bc_all_gather(bc_ctx *ctx, bc_comm *comm, const bc_tensor *x, c
  * bit-identical to bc_quantize of the whole tensor. Where blocks straddle ranks, a rank's
  * blocks are not the whole tensor's: xq's rowwise data is dequantized (fp32) and gathered as
  * bc_all_gather does, so out is the exact quantization of the gathered dequantized values (the
- * log callback is told once per context). */
+ * log callback is told once per context). xq may be this rank's own rows of out (its rowwise data
+ * at out's row sum(rows[0 .. rank)), its compact block scales at their place in out's when the
+ * ranks' rows are whole multiples of the scale padding, e.g. 128 for the MX formats): the gather
+ * is then in place and the rank's own piece does not move. */
 BC_API bc_status bc_all_gather_quantized(bc_ctx *ctx, bc_comm *comm, const bc_qtensor *xq, const int64_t *rows, bc_qtensor *out,
                                          void *stream);
 

@@ -4,13 +4,16 @@
  * activation [M, 8192] per rank of 64 and 256 MiB:
  *   bf16        ncclAllGather of the bf16 rows (what a bf16 gather costs);
  *   <format>    bc_all_gather of the rows into the format, rowwise (quantize + exchange + assembly),
- *               against a raw ncclAllGather of the bytes it sends (bc_all_gather_bytes, rounded
- *               up to 256): the overhead, and the speedup over the bf16 gather; and the rank's
+ *               against the faster raw gather of the bytes it sends (bc_all_gather_bytes, rounded
+ *               up to 256; ncclAllGather or grouped ncclSend / ncclRecv, as the communicator's
+ *               gathers may move them: BLOCKCAST_GATHER): the overhead, and the speedup over the
+ *               bf16 gather; and the rank's
  *               rows quantized alone (bc_quantize, no communication); bc_all_gather_quantized of
  *               those rows already quantized (the collective's own cost: its overhead over the
  *               raw gather of the same bytes), and a cast with the scale known (delayed scaling,
  *               bc_quantize_cast) followed by that gather, against the bf16 gather;
- * before them NCCL's own curve (a raw ncclAllGather of 8 to 512 MiB per rank);
+ * before them NCCL's own curve (a raw ncclAllGather, and the same gather as grouped ncclSend /
+ * ncclRecv, of 8 to 512 MiB per rank);
  * and the sharded cast of the ~1B-parameter model of bench_shard.c (each rank its ZeRO range of
  * the flat fp32 buffer) over the W ranks, one all-reduce included, against the floor of its
  * kernels (bytes at the copy's speed) plus a raw ncclAllReduce of its vector's size.
@@ -45,6 +48,18 @@ static int do_nccl_gather(int i, void *u) {
   (void)i;
   job *j = u;
   return j->nc->allgather(j->send, j->recv, j->bytes, MT_UINT8, j->nccl, NULL) != 0;
+}
+/* the same gather as grouped ncclSend / ncclRecv: each rank's piece to every other rank, in place */
+static int do_nccl_sendrecv(int i, void *u) {
+  (void)i;
+  job *j = u;
+  int W = (int)j->n, me = (int)(intptr_t)j->sh, bad = j->nc->group_start() != 0;
+  for (int r = 0; r < W && !bad; r++) {
+    if (r == me) continue;
+    bad = j->nc->send((char *)j->recv + (size_t)me * j->bytes, j->bytes, MT_UINT8, r, j->nccl, NULL) != 0 ||
+          j->nc->recv((char *)j->recv + (size_t)r * j->bytes, j->bytes, MT_UINT8, r, j->nccl, NULL) != 0;
+  }
+  return (j->nc->group_end() != 0) | bad;
 }
 static int do_gather(int i, void *u) {
   (void)i;
@@ -120,18 +135,22 @@ static int rank_main(int rank, int W, const char *dir) {
     const int lo_mb = 8, hi_mb = 512;
     void *sb = dmalloc((size_t)hi_mb << 20), *rb = dmalloc(((size_t)hi_mb << 20) * (size_t)W);
     CK(cudaMemset(sb, 0, (size_t)hi_mb << 20));
-    float up[8] = { 0 }, down[8] = { 0 };
+    float up[8] = { 0 }, down[8] = { 0 }, sr_up[8] = { 0 }, sr_down[8] = { 0 };
     for (int pass = 0; pass < 2; pass++)
       for (int i = 0; i < 7; i++) {
         int k = pass ? 6 - i : i;
-        job j = { .nc = &nc, .nccl = own, .send = sb, .recv = rb, .bytes = ((size_t)lo_mb << k) << 20 };
+        job j = { .nc = &nc, .nccl = own, .send = sb, .recv = rb, .bytes = ((size_t)lo_mb << k) << 20, .n = W,
+                  .sh = (bc_shard *)(intptr_t)rank };
         (pass ? down : up)[k] = timed(do_nccl_gather, &j, "ncclAllGather (curve)", rank);
+        (pass ? sr_down : sr_up)[k] = timed(do_nccl_sendrecv, &j, "ncclSend / ncclRecv (curve)", rank);
       }
     if (rank == 0) {
-      printf("| raw ncclAllGather, per rank | ms (sizes rising) | busbw GB/s | ms (sizes falling) | busbw GB/s |\n|---|---|---|---|---|\n");
+      printf("| raw gather, per rank | ncclAllGather ms (sizes rising) | busbw GB/s | ms (sizes falling) | busbw GB/s | grouped "
+             "ncclSend / ncclRecv ms (rising) | busbw GB/s | ms (falling) | busbw GB/s |\n|---|---|---|---|---|---|---|---|---|\n");
       for (int k = 0; k < 7; k++) {
         size_t b = ((size_t)lo_mb << k) << 20;
-        printf("| %zu MiB | %.3f | %.0f | %.3f | %.0f |\n", b >> 20, up[k], busbw(b, W, up[k]), down[k], busbw(b, W, down[k]));
+        printf("| %zu MiB | %.3f | %.0f | %.3f | %.0f | %.3f | %.0f | %.3f | %.0f |\n", b >> 20, up[k], busbw(b, W, up[k]), down[k],
+               busbw(b, W, down[k]), sr_up[k], busbw(b, W, sr_up[k]), sr_down[k], busbw(b, W, sr_down[k]));
       }
       printf("\n");
     }
@@ -139,7 +158,7 @@ static int rank_main(int rank, int W, const char *dir) {
     cudaFree(rb);
   }
   if (rank == 0)
-    printf("| per rank | format | bc_all_gather ms | busbw GB/s (the format: of the bytes it sends, quantize included) | raw gather of its bytes (rounded up to 256 B), ms | overhead | vs the bf16 gather | its rows' bc_quantize alone, ms | bc_all_gather_quantized of the rows quantized, ms | its overhead | cast with a known scale + that gather, ms | vs the bf16 gather |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    printf("| per rank | format | bc_all_gather ms | busbw GB/s (the format: of the bytes it sends, quantize included) | raw gather of its bytes (rounded up to 256 B; the faster of ncclAllGather and send / receive), ms | overhead | vs the bf16 gather | its rows' bc_quantize alone, ms | bc_all_gather_quantized of the rows quantized, ms | its overhead | cast with a known scale + that gather, ms | vs the bf16 gather | the cast into its rows of out + that gather in place, ms | vs the bf16 gather |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   const int64_t K = 8192;
   const char *fmts[] = { "fp8_e4m3_tensor", "mxfp8_e4m3", "nvfp4" };
   for (int mb = 64; mb <= 256; mb *= 4) {
@@ -157,7 +176,12 @@ static int rank_main(int rank, int W, const char *dir) {
     memset(&j, 0, sizeof j);
     j.nc = &nc, j.nccl = own, j.comm = comm, j.send = x, j.recv = all, j.bytes = per;
     float bf = timed(do_nccl_gather, &j, "ncclAllGather of bf16", rank);
-    if (rank == 0) printf("| %d MiB | bf16 (ncclAllGather) | %.3f | %.0f | | | 1.00x |\n", mb, bf, busbw(per, W, bf));
+    job js = j;
+    js.n = W, js.sh = (bc_shard *)(intptr_t)rank, js.send = NULL;
+    float bfs = timed(do_nccl_sendrecv, &js, "ncclSend / ncclRecv of bf16", rank);
+    if (rank == 0)
+      printf("| %d MiB | bf16 (ncclAllGather; send / receive: %.3f ms, %.2fx) | %.3f | %.0f | | | 1.00x |\n", mb, bfs, bf / bfs, bf,
+             busbw(per, W, bf));
     for (int fi = 0; fi < 3; fi++) {
       const bc_format *f;
       bc_format_get(ctx, fmts[fi], &f);
@@ -179,7 +203,10 @@ static int rank_main(int rank, int W, const char *dir) {
       void *s2 = dmalloc(sent_al), *r2 = dmalloc(sent_al * (uint64_t)W);
       job raw = j;
       raw.send = s2, raw.recv = r2, raw.bytes = sent_al;
+      raw.n = W, raw.sh = (bc_shard *)(intptr_t)rank;
       float rw = timed(do_nccl_gather, &raw, "ncclAllGather of the same bytes", rank);
+      float rsr = timed(do_nccl_sendrecv, &raw, "ncclSend / ncclRecv of the same bytes", rank);
+      if (rsr < rw) rw = rsr; /* the faster raw gather of those bytes */
       /* the local part alone: this rank's rows quantized into a tensor of their own */
       bc_qlayout ll;
       bc_qtensor_layout(ctx, f, M, K, BC_ROWWISE, 0, &ll);
@@ -198,12 +225,20 @@ static int rank_main(int rank, int W, const char *dir) {
       }
       float gqa = timed(do_gather_quantized, &gq, "bc_all_gather_quantized", rank);
       float cgq = timed(do_cast_gather_quantized, &gq, "bc_quantize_cast + bc_all_gather_quantized", rank);
+      /* the same, the cast writing straight into this rank's rows (and block scales) of out: the
+       * gather then moves nothing of the rank's own (in place) */
+      job gi = gq;
+      gi.xq.rowwise_data = (char *)rd + (size_t)rank * ll.data_bytes;
+      if (strcmp(fmts[fi], "fp8_e4m3_tensor")) /* per tensor: its scale_inv is one word of its own */
+        gi.xq.rowwise_scale_inv = (char *)rs + (size_t)rank * ll.scale_bytes;
+      float cgi = timed(do_cast_gather_quantized, &gi, "bc_quantize_cast into out + bc_all_gather_quantized in place", rank);
       cudaFree(am2);
       cudaFree(ld_);
       cudaFree(ls_);
       if (rank == 0)
-        printf("| %d MiB | %s | %.3f | %.0f | %.3f | %+.1f%% | %.2fx | %.3f | %.3f | %+.1f%% | %.3f | %.2fx |\n", mb, fmts[fi], q,
-               busbw(sent, W, q), rw, 100.0 * (q / rw - 1), bf / q, qa, gqa, 100.0 * (gqa / rw - 1), cgq, bf / cgq);
+        printf("| %d MiB | %s | %.3f | %.0f | %.3f | %+.1f%% | %.2fx | %.3f | %.3f | %+.1f%% | %.3f | %.2fx | %.3f | %.2fx |\n", mb,
+               fmts[fi], q, busbw(sent, W, q), rw, 100.0 * (q / rw - 1), bf / q, qa, gqa, 100.0 * (gqa / rw - 1), cgq, bf / cgq, cgi,
+               bf / cgi);
       fflush(stdout);
       cudaFree(rd);
       cudaFree(rs);
