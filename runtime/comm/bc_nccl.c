@@ -543,9 +543,42 @@ static bc_status group_sendrecv(bc_ctx *ctx, bc_comm *comm, int njobs, const bci
   return s;
 }
 
-bc_status bci_nccl_gatherv(bc_ctx *ctx, bc_comm *comm, int njobs, const bci_gather_job *jobs, void *stream) {
+/* the group: each job as one ncclAllGather (equal pieces, !sr), as send / receive to every
+ * other rank (sr: the own piece is in place or copied by the caller) or as a broadcast per rank */
+static bc_status gather_group(bc_ctx *ctx, bc_comm *comm, int njobs, const bci_gather_job *jobs, int sr, cudaStream_t st) {
   ncclComm_t nc = (ncclComm_t)comm->nccl;
-  cudaStream_t st = (cudaStream_t)stream;
+  const int me = comm->rank;
+  bc_status s = BC_OK;
+  BCI_NCCL(ctx, nc, nccl.GroupStart());
+  for (int i = 0; i < njobs; i++) {
+    const bci_gather_job *j = &jobs[i];
+    unsigned char *recv = j->recv;
+    if (!sr && gather_uniform(comm, j)) {
+      BCI_NCCL_GOTO(ctx, nc, s, nccl.AllGather(j->send, recv + j->off[0], j->len[0], ncclUint8, nc, st));
+      continue;
+    }
+    for (int r = 0; r < comm->size; r++) {
+      if (sr) {
+        /* to and from rank r, in the same order on every rank (NCCL keeps the order per peer) */
+        if (r == me) continue;
+        if (j->len[me]) BCI_NCCL_GOTO(ctx, nc, s, nccl.Send(j->send, j->len[me], ncclUint8, r, nc, st));
+        if (j->len[r]) BCI_NCCL_GOTO(ctx, nc, s, nccl.Recv(recv + j->off[r], j->len[r], ncclUint8, r, nc, st));
+        continue;
+      }
+      if (!j->len[r]) continue;
+      /* the send buffer is read on the root only; the others pass their own receive piece */
+      const void *send = r == me ? j->send : recv + j->off[r];
+      BCI_NCCL_GOTO(ctx, nc, s, nccl.Broadcast(send, recv + j->off[r], j->len[r], ncclUint8, r, nc, st));
+    }
+  }
+  BCI_NCCL(ctx, nc, nccl.GroupEnd());
+  return BC_OK;
+fail:
+  nccl.GroupEnd(); /* a group must be closed even when a call in it failed; the first error is reported */
+  return s;
+}
+
+bc_status bci_nccl_gatherv(bc_ctx *ctx, bc_comm *comm, int njobs, const bci_gather_job *jobs, void *stream) {
   int any = 0;
   for (int i = 0; i < njobs && !any; i++)
     for (int r = 0; r < comm->size && !any; r++) any = jobs[i].len[r] > 0;
@@ -561,52 +594,29 @@ bc_status bci_nccl_gatherv(bc_ctx *ctx, bc_comm *comm, int njobs, const bci_gath
   for (int i = 0; i < njobs && sr; i++)
     copies |= jobs[i].len[me] && jobs[i].send != (const void *)((unsigned char *)jobs[i].recv + jobs[i].off[me]);
   if (copies && comm->side.stream != stream) side = bci_comm_fork(comm, stream);
-  for (int i = 0; i < njobs && copies; i++) {
+  bc_status sc = BC_OK; /* a failed copy: reported (its message kept) after the group, which the peers wait for */
+  char *cmsg = NULL;
+  for (int i = 0; i < njobs && copies && sc == BC_OK; i++) {
     const bci_gather_job *j = &jobs[i];
     CUdeviceptr dst = (CUdeviceptr)(uintptr_t)((unsigned char *)j->recv + j->off[me]), src = (CUdeviceptr)(uintptr_t)j->send;
     if (!j->len[me] || dst == src) continue;
     CUresult cr = bci_cu.MemcpyAsync(dst, src, j->len[me], (CUstream)(side ? side : stream));
     if (cr != CUDA_SUCCESS) {
-      s = bci_fail(ctx, BC_ERR_CUDA, "the all-gather: copying rank %d's own piece (cuMemcpyAsync, %zu bytes) failed: %s", me, j->len[me],
-                   bci_cu_error_name(cr));
-      break;
+      sc = bci_fail(ctx, BC_ERR_CUDA, "the all-gather: copying rank %d's own piece (cuMemcpyAsync, %zu bytes) failed: %s", me,
+                    j->len[me], bci_cu_error_name(cr));
+      cmsg = bci_strdup(bc_last_error(ctx));
     }
   }
-  if (s == BC_OK) {
-    BCI_NCCL_GOTO(ctx, nc, s, nccl.GroupStart());
-    for (int i = 0; i < njobs; i++) {
-      const bci_gather_job *j = &jobs[i];
-      unsigned char *recv = j->recv;
-      if (!sr && gather_uniform(comm, j)) {
-        BCI_NCCL_GOTO(ctx, nc, s, nccl.AllGather(j->send, recv + j->off[0], j->len[0], ncclUint8, nc, st));
-        continue;
-      }
-      for (int r = 0; r < comm->size; r++) {
-        if (sr) {
-          /* to and from rank r, in the same order on every rank (NCCL keeps the order per peer);
-           * the own piece is in place or copied above */
-          if (r == me) continue;
-          if (j->len[me]) BCI_NCCL_GOTO(ctx, nc, s, nccl.Send(j->send, j->len[me], ncclUint8, r, nc, st));
-          if (j->len[r]) BCI_NCCL_GOTO(ctx, nc, s, nccl.Recv(recv + j->off[r], j->len[r], ncclUint8, r, nc, st));
-          continue;
-        }
-        if (!j->len[r]) continue;
-        /* the send buffer is read on the root only; the others pass their own receive piece */
-        const void *send = r == me ? j->send : recv + j->off[r];
-        BCI_NCCL_GOTO(ctx, nc, s, nccl.Broadcast(send, recv + j->off[r], j->len[r], ncclUint8, r, nc, st));
-      }
-    }
-    ncclResult_t e = nccl.GroupEnd();
-    if (e != ncclSuccess) s = nccl_fail(ctx, nc, "nccl.GroupEnd()", e);
-  }
+  s = gather_group(ctx, comm, njobs, jobs, sr, (cudaStream_t)stream);
   if (side) {
     bc_status sj = bci_comm_join(ctx, comm, "the all-gather", stream);
     if (s == BC_OK) s = sj;
   }
-  return s;
-fail:
-  nccl.GroupEnd(); /* a group must be closed even when a call in it failed; the first error is reported */
-  if (side) (void)bci_comm_join(ctx, comm, "the all-gather", stream);
+  if (sc != BC_OK) {
+    if (cmsg) bci_fail(ctx, sc, "%s", cmsg);
+    free(cmsg);
+    return sc;
+  }
   return s;
 }
 

@@ -358,7 +358,10 @@ BC_API bc_status bc_comm_id_create(bc_ctx *ctx, bc_comm_id *id);
 BC_API bc_status bc_comm_id_to_string(bc_ctx *ctx, const bc_comm_id *id, char out[2 * BC_COMM_ID_BYTES + 1]);
 BC_API bc_status bc_comm_id_from_string(bc_ctx *ctx, const char *hex, bc_comm_id *id);
 
-/* NCCL communicator of nranks ranks; this process is `rank`, on the current CUDA device. */
+/* NCCL communicator of nranks ranks; this process is `rank`, on the current CUDA device. Its
+ * all-gathers move their pieces as $BLOCKCAST_GATHER says when it is made (here, by
+ * bc_comm_bootstrap or bc_comm_wrap_nccl; the same on every rank): auto (default), collective
+ * (ncclAllGather) or sendrecv (grouped ncclSend / ncclRecv); README.md says when auto takes which. */
 BC_API bc_status bc_comm_create_nccl(bc_ctx *ctx, const bc_comm_id *id, int nranks, int rank, bc_comm **out);
 /* Bootstrap without MPI: `where` is "env:NAME" (the id's hex in environment variable NAME, e.g.
  * made by `blockcast comm-id`) or a file path (rank 0 makes an id and writes it there atomically;
