@@ -42,6 +42,7 @@ typedef struct job {
   bc_qtensor *qs;
   float *vec;
   size_t nvec;
+  int rank, W; /* do_nccl_sendrecv */
 } job;
 
 static int do_nccl_gather(int i, void *u) {
@@ -53,7 +54,7 @@ static int do_nccl_gather(int i, void *u) {
 static int do_nccl_sendrecv(int i, void *u) {
   (void)i;
   job *j = u;
-  int W = (int)j->n, me = (int)(intptr_t)j->sh, bad = j->nc->group_start() != 0;
+  int W = j->W, me = j->rank, bad = j->nc->group_start() != 0;
   for (int r = 0; r < W && !bad; r++) {
     if (r == me) continue;
     bad = j->nc->send((char *)j->recv + (size_t)me * j->bytes, j->bytes, MT_UINT8, r, j->nccl, NULL) != 0 ||
@@ -139,8 +140,8 @@ static int rank_main(int rank, int W, const char *dir) {
     for (int pass = 0; pass < 2; pass++)
       for (int i = 0; i < 7; i++) {
         int k = pass ? 6 - i : i;
-        job j = { .nc = &nc, .nccl = own, .send = sb, .recv = rb, .bytes = ((size_t)lo_mb << k) << 20, .n = W,
-                  .sh = (bc_shard *)(intptr_t)rank };
+        job j = { .nc = &nc, .nccl = own, .send = sb, .recv = rb, .bytes = ((size_t)lo_mb << k) << 20, .rank = rank,
+                  .W = W };
         (pass ? down : up)[k] = timed(do_nccl_gather, &j, "ncclAllGather (curve)", rank);
         (pass ? sr_down : sr_up)[k] = timed(do_nccl_sendrecv, &j, "ncclSend / ncclRecv (curve)", rank);
       }
@@ -177,7 +178,7 @@ static int rank_main(int rank, int W, const char *dir) {
     j.nc = &nc, j.nccl = own, j.comm = comm, j.send = x, j.recv = all, j.bytes = per;
     float bf = timed(do_nccl_gather, &j, "ncclAllGather of bf16", rank);
     job js = j;
-    js.n = W, js.sh = (bc_shard *)(intptr_t)rank, js.send = NULL;
+    js.W = W, js.rank = rank, js.send = NULL;
     float bfs = timed(do_nccl_sendrecv, &js, "ncclSend / ncclRecv of bf16", rank);
     if (rank == 0)
       printf("| %d MiB | bf16 (ncclAllGather; send / receive: %.3f ms, %.2fx) | %.3f | %.0f | | | 1.00x |\n", mb, bfs, bf / bfs, bf,
@@ -203,7 +204,7 @@ static int rank_main(int rank, int W, const char *dir) {
       void *s2 = dmalloc(sent_al), *r2 = dmalloc(sent_al * (uint64_t)W);
       job raw = j;
       raw.send = s2, raw.recv = r2, raw.bytes = sent_al;
-      raw.n = W, raw.sh = (bc_shard *)(intptr_t)rank;
+      raw.W = W, raw.rank = rank;
       float rw = timed(do_nccl_gather, &raw, "ncclAllGather of the same bytes", rank);
       float rsr = timed(do_nccl_sendrecv, &raw, "ncclSend / ncclRecv of the same bytes", rank);
       if (rsr < rw) rw = rsr; /* the faster raw gather of those bytes */
