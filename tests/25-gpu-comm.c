@@ -865,8 +865,8 @@ static void nccl_one_rank(void) {
     bc_comm_destroy(nc2);
   }
   /* BLOCKCAST_GATHER=sendrecv: the rank's own piece, when not in place (a quantized input's own
-   * buffer), is copied on the side stream beside the exchange; a value it does not know fails
-   * the creation, naming the variable and the values */
+   * buffer), goes through ncclSend / ncclRecv to itself; a value it does not know fails the
+   * creation, naming the variable and the values */
   setenv("BLOCKCAST_GATHER", "sendrecv", 1);
   bc_comm *nc3 = NULL;
   unlink(path);
@@ -879,7 +879,7 @@ static void nccl_one_rank(void) {
       bc_format_get(ctx, sr[i], &c3.f);
       bc_format_get_info(ctx, c3.f, &c3.info);
       gather_case(&c3, &nc3, 0, "(NCCL, BLOCKCAST_GATHER=sendrecv)");
-      gather_case_q(&c3, &nc3, 0, "(NCCL, BLOCKCAST_GATHER=sendrecv: the own piece copied beside the exchange)", 1);
+      gather_case_q(&c3, &nc3, 0, "(NCCL, BLOCKCAST_GATHER=sendrecv: the own piece sent to itself)", 1);
     }
     bc_comm_destroy(nc3);
   }

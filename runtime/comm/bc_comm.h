@@ -71,7 +71,7 @@ BCI_HIDDEN bc_status bci_comm_check_args(bc_ctx *ctx, bc_comm *comm, const char 
  * with a signature saying so, and gets its own status (and message) back */
 BCI_HIDDEN bc_status bci_comm_agree(bc_ctx *ctx, bc_comm *comm, const char *fn, const char *sig, bc_status s, void *stream);
 
-/* (bc_side.c) The rank's side stream in the current CUDA context, ordered after `stream` (made once, remade
+/* The rank's side stream in the current CUDA context, ordered after `stream` (made once, remade
  * when the context changes): a call forks its short kernels and its collective onto it, and
  * bci_comm_join orders `stream` after them. NULL when it cannot be made (the call then runs
  * everything on `stream`, one kernel after the other). A communicator serves one thread at a

@@ -509,9 +509,10 @@ static bc_status ask_one_host(bc_ctx *ctx, bc_comm *comm, void *stream) {
  * is on this host (asked once per communicator: a small all-gather that synchronizes the
  * stream), or when its pieces are unequal (W broadcasts of a piece each cross every link W
  * times, a gather's W - 1); else by ncclAllGather. A rank's own piece not already in place is
- * copied on the communicator's side stream beside the exchange (before it on the call's stream
- * where the call already runs on the side stream). BLOCKCAST_GATHER=collective / sendrecv at the
- * communicator's creation sets one way for all. */
+ * a send to itself in the same group (NCCL copies it beside the exchange; measured: a copy of it
+ * on the call's stream before the group cost one more copy's time, 2 H200s, call 42 of that
+ * file). BLOCKCAST_GATHER=collective / sendrecv at the communicator's creation sets one way for
+ * all. */
 static size_t sendrecv_min(const bc_comm *comm) { return (size_t)(comm->size == 2 ? 8 : 64) << 20; }
 
 static int gather_uniform(const bc_comm *comm, const bci_gather_job *j) {
@@ -543,8 +544,8 @@ static bc_status group_sendrecv(bc_ctx *ctx, bc_comm *comm, int njobs, const bci
   return s;
 }
 
-/* the group: each job as one ncclAllGather (equal pieces, !sr), as send / receive to every
- * other rank (sr: the own piece is in place or copied by the caller) or as a broadcast per rank */
+/* the group: each job as one ncclAllGather (equal pieces, !sr), as send / receive to every rank
+ * (sr) or as a broadcast per rank */
 static bc_status gather_group(bc_ctx *ctx, bc_comm *comm, int njobs, const bci_gather_job *jobs, int sr, cudaStream_t st) {
   ncclComm_t nc = (ncclComm_t)comm->nccl;
   const int me = comm->rank;
@@ -559,8 +560,10 @@ static bc_status gather_group(bc_ctx *ctx, bc_comm *comm, int njobs, const bci_g
     }
     for (int r = 0; r < comm->size; r++) {
       if (sr) {
-        /* to and from rank r, in the same order on every rank (NCCL keeps the order per peer) */
-        if (r == me) continue;
+        /* to and from rank r, in the same order on every rank (NCCL keeps the order per peer);
+         * the own piece, unless in place, as a send to itself (NCCL copies it in the group's
+         * kernel, beside the exchange) */
+        if (r == me && j->send == (const void *)(recv + j->off[me])) continue;
         if (j->len[me]) BCI_NCCL_GOTO(ctx, nc, s, nccl.Send(j->send, j->len[me], ncclUint8, r, nc, st));
         if (j->len[r]) BCI_NCCL_GOTO(ctx, nc, s, nccl.Recv(recv + j->off[r], j->len[r], ncclUint8, r, nc, st));
         continue;
@@ -586,38 +589,7 @@ bc_status bci_nccl_gatherv(bc_ctx *ctx, bc_comm *comm, int njobs, const bci_gath
   int sr = 0;
   bc_status s = group_sendrecv(ctx, comm, njobs, jobs, stream, &sr);
   if (s != BC_OK) return s;
-  const int me = comm->rank;
-  /* send / receive: the own pieces not in place, copied on the side stream beside the group
-   * (on the call's stream before it where the call runs on the side stream or it cannot be had) */
-  void *side = NULL;
-  int copies = 0;
-  for (int i = 0; i < njobs && sr; i++)
-    copies |= jobs[i].len[me] && jobs[i].send != (const void *)((unsigned char *)jobs[i].recv + jobs[i].off[me]);
-  if (copies && comm->side.stream != stream) side = bci_comm_fork(comm, stream);
-  bc_status sc = BC_OK; /* a failed copy: reported (its message kept) after the group, which the peers wait for */
-  char *cmsg = NULL;
-  for (int i = 0; i < njobs && copies && sc == BC_OK; i++) {
-    const bci_gather_job *j = &jobs[i];
-    CUdeviceptr dst = (CUdeviceptr)(uintptr_t)((unsigned char *)j->recv + j->off[me]), src = (CUdeviceptr)(uintptr_t)j->send;
-    if (!j->len[me] || dst == src) continue;
-    CUresult cr = bci_cu.MemcpyAsync(dst, src, j->len[me], (CUstream)(side ? side : stream));
-    if (cr != CUDA_SUCCESS) {
-      sc = bci_fail(ctx, BC_ERR_CUDA, "the all-gather: copying rank %d's own piece (cuMemcpyAsync, %zu bytes) failed: %s", me,
-                    j->len[me], bci_cu_error_name(cr));
-      cmsg = bci_strdup(bc_last_error(ctx));
-    }
-  }
-  s = gather_group(ctx, comm, njobs, jobs, sr, (cudaStream_t)stream);
-  if (side) {
-    bc_status sj = bci_comm_join(ctx, comm, "the all-gather", stream);
-    if (s == BC_OK) s = sj;
-  }
-  if (sc != BC_OK) {
-    if (cmsg) bci_fail(ctx, sc, "%s", cmsg);
-    free(cmsg);
-    return sc;
-  }
-  return s;
+  return gather_group(ctx, comm, njobs, jobs, sr, (cudaStream_t)stream);
 }
 
 bc_status bci_nccl_check(bc_ctx *ctx, bc_comm *comm, const char *fn, const char *sig, void *stream) {
