@@ -698,7 +698,8 @@ function M.tune_render(base_path, base_text, entries, run_doc)
   -- comment lines inside `kernels = { ... }` belong to the entry they stand above (those after the
   -- last entry to the table's end): kept there; the line saying which run measured an entry again
   -- after its comment is rewritten, not stacked
-  local PREDATES = "  -- (the comment above predates run %d, which measured this entry again)"
+  local PREDATES_AT = "  -- (the comment above predates run "
+  local PREDATES = PREDATES_AT .. "%d, which measured this entry again)"
   local runs, last, notes, pending, inside = {}, 0, {}, {}, false
   for line in section:gmatch("[^\n]+") do
     local n = line:match("^%-%- run (%d+):")
@@ -736,7 +737,7 @@ function M.tune_render(base_path, base_text, entries, run_doc)
   for _, name in ipairs(spec.sorted_keys(merged)) do
     local e = merged[name]
     for _, l in ipairs(notes[name] or {}) do
-      if not (new[name] and l:match("^  %-%- %(the comment above predates run %d+,")) then out[#out + 1] = l end
+      if not (new[name] and l:sub(1, #PREDATES_AT) == PREDATES_AT) then out[#out + 1] = l end
     end
     if notes[name] and new[name] then out[#out + 1] = string.format(PREDATES, last + 1) end
     local m = e.measured or {}

@@ -315,6 +315,7 @@ int main(void) {
   ERR_HAS(bc_comm_bootstrap(ctx, "/tmp/x", 2, 1, NAN, &comm), BC_ERR_ARG, "timeout_s is", "bootstrap NaN timeout");
   /* BLOCKCAST_GATHER, read when a communicator is made: a value it does not know fails first */
   setenv("BLOCKCAST_GATHER", "ring", 1);
+  comm = (bc_comm *)&id; /* must come back NULL */
   ERR_HAS(bc_comm_create_nccl(ctx, &id, 2, 0, &comm), BC_ERR_ARG,
           "bc_comm_create_nccl: BLOCKCAST_GATHER is 'ring'; expected auto (the default), collective", "BLOCKCAST_GATHER=ring (create)");
   ok(comm == NULL, "*out is NULL on failure (BLOCKCAST_GATHER)");
