@@ -71,7 +71,13 @@ mk B="$B" all
 [ "$cmd" = build ] && { echo "build: done ($B/lib/libblockcast.{a,so}, $B/bin/blockcast)"; exit 0; }
 
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=99 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# intercept_tls_get_addr=0: LeakSanitizer's stop-the-world tracer can crash at exit ("Tracer caught
+# signal 11 ... LeakSanitizer has encountered a fatal error", exit 99 with every test passed) reading
+# the dynamic TLS of threads that have ended; 04-cache's threads compile through the dlopen'ed NVRTC,
+# whose TLS is dynamic (a CI run on 3e0592b failed so). GCC 12's runtime predates LLVM's fix
+# (google/sanitizers#1353, reviews.llvm.org/D147459). Our own code links statically (static TLS, still
+# scanned); a block held only in a library's dynamic TLS would be reported, not hidden.
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=99:intercept_tls_get_addr=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 # ---- fuzz ------------------------------------------------------------------------------------
 if [ "$cmd" = fuzz ]; then
@@ -102,4 +108,6 @@ prove --timer -j "$JOBS" "$B"/tests/*.t
 A="$B/asan"
 mk B="$A" SAN_FLAGS="$SAN" AOT_BLOB="$B/aot/kernels.bcar" san
 echo "sanitizer tier ($A): ASan + UBSan + LeakSanitizer"
-BC_BUILD="$A" prove --timer -j "$JOBS" "$A"/tests/*.t
+# (02-nvrtc: every 8th kernel of its sample here; the JIT path's host code is the same for all, and
+# NVRTC under ASan's allocator took 7 of CI's 20 minutes for the whole sample)
+BC_BUILD="$A" BC_TEST_SAMPLE=8 prove --timer -j "$JOBS" "$A"/tests/*.t

@@ -109,7 +109,7 @@ $(B)/bin/blockcast: $(CLI_OBJS) $(B)/lib/libblockcast.a | $(B)/bin
 	@$(CC) $(SAN_FLAGS) -o $@ $(CLI_OBJS) $(B)/lib/libblockcast.a $(SYSLIBS)
 	@echo "built $@"
 
-$(B)/tests/%.t: tests/%.c tests/tap.h tests/gpu.h tests/testdata.h tests/multi.h tests/fuzz/targets.h $(B)/lib/libblockcast.a | $(B)/tests
+$(B)/tests/%.t: tests/%.c tests/tap.h tests/names.h tests/gpu.h tests/testdata.h tests/multi.h tests/fuzz/targets.h $(B)/lib/libblockcast.a | $(B)/tests
 	@$(CC) $(TEST_CFLAGS) $(TEST_LDFLAGS) -o $@ $< $(B)/lib/libblockcast.a $(CUDART) $(SYSLIBS)
 
 $(B)/tests/%.t: tests/%.sh | $(B)/tests
@@ -139,7 +139,7 @@ $(B)/dev:
 	@mkdir -p $@
 $(B)/dev/libblockcast.so.0: $(B)/lib/libblockcast.so | $(B)/dev
 	@cp $< $@
-$(B)/dev/%.t: tests/%.c tests/tap.h tests/gpu.h tests/testdata.h tests/multi.h $(B)/dev/libblockcast.so.0
+$(B)/dev/%.t: tests/%.c tests/tap.h tests/names.h tests/gpu.h tests/testdata.h tests/multi.h $(B)/dev/libblockcast.so.0
 	@$(CC) $(TEST_CFLAGS) $(TEST_LDFLAGS) -o $@ $< $(B)/dev/libblockcast.so.0 -Wl,-rpath,'$$ORIGIN' $(CUDART) $(SYSLIBS)
 $(B)/dev/%: tests/bench/%.c tests/gpu.h tests/multi.h tests/bench/bench.h tests/bench/host_timing.h $(B)/dev/libblockcast.so.0
 	@$(CC) $(TEST_CFLAGS) $(TEST_LDFLAGS) -o $@ $< $(B)/dev/libblockcast.so.0 -Wl,-rpath,'$$ORIGIN' $(CUDART) $(SYSLIBS)

@@ -10,6 +10,7 @@
 
 #include "blockcast.h"
 #include "jit/bc_jit.h"
+#include "names.h"
 #include "tap.h"
 
 /* the #define lines and the code of a generated source (past its header comment) */
@@ -247,9 +248,6 @@ static void tuning_entries(void) {
   free(file);
 }
 
-typedef struct list { char *v[512]; int n; } list;
-static void add(const char *name, void *u) { list *l = u; if (l->n < 512) l->v[l->n++] = strdup(name); }
-
 static const char *ARCHS[] = { "sm_90", "sm_100a" };
 #define GOLDEN_KERNEL "bc_quantize_fp8_e4m3_tensor__bf16__rowcol"
 #define GOLDEN_PATH "tests/golden/" GOLDEN_KERNEL ".sm_90.cu"
@@ -262,9 +260,9 @@ int main(void) {
     return 1;
   }
   for (int ai = 0; ai < 2; ai++) {
-    list l = { 0 };
-    is_int(bc_kernel_names(a, ARCHS[ai], NULL, add, &l), BC_OK, "kernel names for %s", ARCHS[ai]);
-    ok(l.n >= 30, "%d kernels for %s", l.n, ARCHS[ai]);
+    names l = { 0 };
+    is_int(bc_kernel_names(a, ARCHS[ai], NULL, names_add, &l), BC_OK, "kernel names for %s", ARCHS[ai]);
+    ok(l.n >= 30 && !l.lost, "%d kernels for %s", l.n, ARCHS[ai]);
     int same = 0, headers = 0, stamps = 0;
     for (int i = 0; i < l.n; i++) {
       char *s1, *s2;
@@ -284,7 +282,7 @@ int main(void) {
     is_int(same, l.n, "%s: two generations byte-identical for every kernel", ARCHS[ai]);
     is_int(headers, l.n, "%s: every source has the generated-by header (spec, hash, version)", ARCHS[ai]);
     is_int(stamps, 0, "%s: no timestamps", ARCHS[ai]);
-    for (int i = 0; i < l.n; i++) free(l.v[i]);
+    names_free(&l);
   }
 
   /* tuning families reach the kernels (the hand-set part of gen/tuning/sm_90.lua): one-direction

@@ -1,17 +1,61 @@
 /* 02-nvrtc: every generated kernel is in the embedded AOT set for sm_90 and sm_100a as a cubin
  * (ELF) under the disk-cache key of the source the generator makes now and its options (the
  * build compiled them with NVRTC through the library's own path, `blockcast aot`); a sample of
- * kernels (every kernel for bf16 or without a dtype; all of them with BC_TEST_FULL=1) compiles
- * again through the JIT path (no GPU needed) to the same bytes. Also: a compile error returns
- * BC_ERR_NVRTC with the log and excerpt. */
+ * kernels (every kernel for bf16 or without a dtype; all of them with BC_TEST_FULL=1; every k-th
+ * of the sample with BC_TEST_SAMPLE=k, as the sanitizer tier runs it) compiles again through the
+ * JIT path (no GPU needed) to the same bytes, on BC_TEST_JOBS threads (default: the CPUs, at most
+ * 8), each with a context of its own. Also: a compile error returns BC_ERR_NVRTC with the log and
+ * excerpt. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "jit/bc_jit.h"
+#include "names.h"
 #include "tap.h"
 
-typedef struct list { char *v[512]; int n; } list;
-static void add(const char *name, void *u) { list *l = u; if (l->n < 512) l->v[l->n++] = strdup(name); }
+/* one worker: the sampled kernels k = w, w + W, ... of one arch, compiled by its own context */
+typedef struct work {
+  const char *arch;
+  char **names;     /* the sample */
+  int n, w, W;
+  int *same;        /* [n]: -2 not tried, -1 compile failed, 0 other bytes, 1 the AOT entry's bytes */
+  char **err;       /* [n]: the message of a failure */
+  unsigned long long compiles, hits;
+  char ctx_err[256];
+} work;
+
+static void *compile_part(void *arg) {
+  work *j = arg;
+  bc_ctx *c;
+  if (bc_ctx_create(&c, j->ctx_err, sizeof j->ctx_err) != BC_OK) return NULL;
+  bci_aot_index(c);
+  for (int k = j->w; k < j->n; k += j->W) {
+    const bci_aot_entry *e = bci_aot_find(c, j->names[k], j->arch);
+    void *bin;
+    size_t n;
+    if (bc_kernel_compile(c, j->names[k], j->arch, &bin, &n) != BC_OK) {
+      j->same[k] = -1;
+      j->err[k] = strdup(bc_last_error(c));
+      continue;
+    }
+    j->same[k] = e && n == e->size && memcmp(bin, e->data, n) == 0;
+    free(bin);
+  }
+  bc_stats st;
+  bc_get_stats(c, &st);
+  j->compiles = st.nvrtc_compiles;
+  j->hits = st.cache_hits;
+  bc_ctx_destroy(c);
+  return NULL;
+}
+
+static int env_int(const char *name, int dflt, int lo, int hi) {
+  const char *v = getenv(name);
+  int x = v && *v ? atoi(v) : dflt;
+  return x < lo ? lo : x > hi ? hi : x;
+}
 
 int main(void) {
   /* a fresh, empty disk cache: every kernel below is compiled by NVRTC */
@@ -24,10 +68,15 @@ int main(void) {
   const char *archs[] = { "sm_90", "sm_100a" };
   const int full = getenv("BC_TEST_FULL") != NULL;
   bci_aot_index(ctx);
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  const int W = env_int("BC_TEST_JOBS", ncpu > 0 ? (int)ncpu : 1, 1, 8);
+  const int every = full ? 1 : env_int("BC_TEST_SAMPLE", 1, 1, 1000);
+  unsigned long long compiles = 0, hits = 0, sampled_all = 0;
   for (int a = 0; a < 2; a++) {
-    list l = { 0 };
-    bc_kernel_names(ctx, archs[a], NULL, add, &l);
-    int sampled = 0, compiled = 0, same_bytes = 0, elf = 0, in_aot = 0, same_key = 0;
+    names l = { 0 };
+    bc_kernel_names(ctx, archs[a], NULL, names_add, &l);
+    int elf = 0, in_aot = 0, same_key = 0, nsample = 0, bf16 = 0;
+    char **sample = calloc((size_t)l.n + 1, sizeof *sample);
     char fp[1024];
     bci_nvrtc_fingerprint(ctx, fp, sizeof fp);
     for (int i = 0; i < l.n; i++) {
@@ -47,25 +96,57 @@ int main(void) {
         free(src);
       }
       if (!full && (strstr(l.v[i], "__fp32") || strstr(l.v[i], "__fp16"))) continue;
-      sampled++;
-      void *bin;
-      size_t n;
-      bc_status s = bc_kernel_compile(ctx, l.v[i], archs[a], &bin, &n);
-      if (s != BC_OK) { diag("%s %s: %s", l.v[i], archs[a], bc_last_error(ctx)); continue; }
-      compiled++;
-      same_bytes += n == e->size && memcmp(bin, e->data, n) == 0;
-      free(bin);
+      /* every k-th, the two archs starting apart so that together they take different kernels */
+      if ((bf16++ + a * (every / 2)) % every == 0 && sample) sample[nsample++] = l.v[i];
     }
+    ok(l.n > 0 && !l.lost && sample, "%s: %d kernels listed", archs[a], l.n);
     is_int(in_aot, l.n, "%s: all %d kernels are in the embedded AOT set", archs[a], l.n);
     is_int(elf, l.n, "%s: every AOT entry is a cubin (ELF)", archs[a]);
     is_int(same_key, l.n, "%s: every AOT entry carries the disk-cache key of its source and options", archs[a]);
-    is_int(compiled, sampled, "%s: %d kernels compile again through the JIT path", archs[a], sampled);
-    is_int(same_bytes, sampled, "%s: to the same bytes as their AOT entries", archs[a]);
-    for (int i = 0; i < l.n; i++) free(l.v[i]);
+
+    int *same = malloc(((size_t)nsample + 1) * sizeof *same);
+    char **err = calloc((size_t)nsample + 1, sizeof *err);
+    if (!same || !err) { printf("Bail out! out of memory\n"); return 1; }
+    for (int k = 0; k < nsample; k++) same[k] = -2;
+    work jobs[8];
+    pthread_t th[8];
+    int started[8] = { 0 };
+    for (int w = 0; w < W; w++) {
+      jobs[w] = (work){ archs[a], sample, nsample, w, W, same, err, 0, 0, "" };
+      started[w] = pthread_create(&th[w], NULL, compile_part, &jobs[w]) == 0;
+      if (!started[w]) compile_part(&jobs[w]);
+    }
+    int compiled = 0, same_bytes = 0, ctx_ok = 0;
+    for (int w = 0; w < W; w++) {
+      if (started[w]) pthread_join(th[w], NULL);
+      if (jobs[w].ctx_err[0]) diag("worker %d: bc_ctx_create: %s", w, jobs[w].ctx_err);
+      else ctx_ok++;
+      compiles += jobs[w].compiles;
+      hits += jobs[w].hits;
+    }
+    for (int k = 0; k < nsample; k++) {
+      if (same[k] == -1) diag("%s %s: %s", sample[k], archs[a], err[k]);
+      if (same[k] == -2) diag("%s %s: not compiled (its worker had no context)", sample[k], archs[a]);
+      compiled += same[k] >= 0;
+      same_bytes += same[k] == 1;
+      if (same[k] == 0) diag("%s %s: compiled to other bytes than its AOT entry", sample[k], archs[a]);
+      free(err[k]);
+    }
+    is_int(ctx_ok, W, "%s: %d compile workers", archs[a], W);
+    char of[64] = "";
+    if (every > 1) snprintf(of, sizeof of, " (every %d-th of %d)", every, bf16);
+    is_int(compiled, nsample, "%s: %d kernels%s compile again through the JIT path", archs[a], nsample, of);
+    is_int(same_bytes, nsample, "%s: to the same bytes as their AOT entries", archs[a]);
+    sampled_all += (unsigned long long)nsample;
+    free(same);
+    free(err);
+    free(sample);
+    names_free(&l);
   }
-  bc_stats st;
-  bc_get_stats(ctx, &st);
-  ok(st.nvrtc_compiles >= 60, "NVRTC calls are counted (%llu)", (unsigned long long)st.nvrtc_compiles);
+  /* a fresh cache: each sampled kernel is an NVRTC compile (or a hit, where two kernels' sources
+   * and options are the same) */
+  ok(compiles > 0 && compiles + hits == sampled_all, "NVRTC compiles and cache hits are counted (%llu + %llu of %llu)", compiles,
+     hits, sampled_all);
 
   /* a compile error: invalid CUDA through the same path */
   setenv("BLOCKCAST_DUMP_DIR", "build/tests/dump", 1);

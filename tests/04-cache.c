@@ -14,12 +14,11 @@
 #include <unistd.h>
 
 #include "jit/bc_jit.h"
+#include "names.h"
 #include "tap.h"
 
 static char cache[64];
 
-typedef struct list { char *v[512]; int n; } list;
-static void add(const char *name, void *u) { list *l = u; if (l->n < 512) l->v[l->n++] = strdup(name); }
 
 static size_t count_files(const char *suffix) {
   size_t n = 0;
@@ -143,8 +142,8 @@ int main(void) {
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s/*", cache);
   if (system(cmd) != 0) diag("could not empty the cache");
-  list l = { 0 };
-  bc_kernel_names(ctx, "sm_90", NULL, add, &l);
+  names l = { 0 };
+  bc_kernel_names(ctx, "sm_90", NULL, names_add, &l);
   int nk = l.n < 20 ? l.n : 20;
   int fds[8][2];
   pid_t pids[8];
@@ -318,7 +317,7 @@ int main(void) {
      "compute_90 gives PTX text");
   if (n) free(bin);
 
-  for (int i = 0; i < l.n; i++) free(l.v[i]);
+  names_free(&l);
   bc_ctx_destroy(ctx2);
   bc_ctx_destroy(ctx);
   snprintf(cmd, sizeof cmd, "rm -rf %s", cache);
