@@ -8,9 +8,10 @@
  * own GPU:
  *   - bc_all_gather over a communicator bootstrapped by blockcast (an id file in a fresh
  *     directory: bc_comm_bootstrap), every format, rowwise and both, unequal rows cutting blocks
- *     and unequal bands of 128 rows (block scales gathered in place of the output's), and
- *     bc_all_gather_quantized of equal bands; each over three communicators, one per
- *     BLOCKCAST_GATHER (auto, collective, sendrecv: how the pieces travel);
+ *     and unequal bands of 128 rows (block scales gathered in place of the output's), rank 0
+ *     without rows, equal pieces of 8 MiB (2 ranks) or 64 MiB (more) a rank (auto asks whether
+ *     the ranks share a host), and bc_all_gather_quantized of equal bands; each over three
+ *     communicators, one per BLOCKCAST_GATHER (auto, collective, sendrecv: how the pieces travel);
  *   - bc_shard_cast of random flat partitions over a communicator the test made itself with NCCL
  *     (ncclCommInitRank from blockcast's id helper) and wrapped (bc_comm_wrap_nccl); the ranks'
  *     buffers combined by ncclAllReduce(ncclUint8, ncclSum), then bc_shard_finish;
@@ -145,6 +146,53 @@ static int rank_main(int rank, int W, const char *dir) {
       qbuf_free(&w);
       cudaFree(full);
     }
+  }
+  /* 1c: a rank with no rows (rank 0): its pieces are empty, the others' unequal */
+  static const char *e_names[3] = { "fp8_e4m3_tensor", "mxfp8_e4m3", "nvfp4" };
+  for (int i = 0; i < 3; i++) {
+    const bc_format *f;
+    bc_format_get(ctx, e_names[i], &f);
+    bc_format_info info;
+    bc_format_get_info(ctx, f, &info);
+    const int dirs = info.block == BC_BLOCK_1D ? 3 : 1;
+    int64_t K = 256, rows[8], M = 0;
+    for (int r = 0; r < W; r++) M += rows[r] = r == 0 ? 0 : 40 + 18 * r;
+    void *full = full_input(BC_BF16, M * K, 0x5150 + i);
+    int64_t r0 = 0;
+    for (int r = 0; r < rank; r++) r0 += rows[r];
+    bc_tensor x = { (char *)full + (size_t)(r0 * K) * 2, BC_BF16, rows[rank], K, K }, xf = { full, BC_BF16, M, K, K };
+    qbuf g, w;
+    bc_qtensor qg = qbuf_make(&g, f, M, K, dirs), qw = qbuf_make(&w, f, M, K, dirs);
+    s = bc_all_gather(ctx, gc, &x, rows, &qg, NULL);
+    if (s == BC_OK) s = bc_quantize(ctx, &xf, &qw, NULL);
+    CK(cudaDeviceSynchronize());
+    int good = s == BC_OK && same_q(&g, &w, dirs, info.block == BC_BLOCK_TENSOR || info.two_level, why, sizeof why);
+    rline(good, "rank %d: bc_all_gather %s %s, rank 0 without rows (gathers: %s): the whole tensor's quantize%s%s", rank,
+          info.name, dirs == 3 ? "both" : "rowwise", modes[m], good ? "" : ": ", good ? "" : (s ? bc_last_error(ctx) : why));
+    qbuf_free(&g);
+    qbuf_free(&w);
+    cudaFree(full);
+  }
+  /* 1d: pieces large enough for auto to ask whether every rank is on one host (8 MiB of FP8 a
+   * rank on 2 ranks, 64 MiB on more: bc_nccl.c sendrecv_min), twice (the answer is kept) */
+  for (int i = 0; i < 2; i++) {
+    const bc_format *f;
+    bc_format_get(ctx, "fp8_e4m3_tensor", &f);
+    int64_t K = 4096, rows[8], M = 0;
+    for (int r = 0; r < W; r++) M += rows[r] = W == 2 ? 2048 : 16384;
+    void *full = full_input(BC_BF16, M * K, 0x6160 + i);
+    bc_tensor x = { (char *)full + (size_t)(rows[0] * rank * K) * 2, BC_BF16, rows[rank], K, K }, xf = { full, BC_BF16, M, K, K };
+    qbuf g, w;
+    bc_qtensor qg = qbuf_make(&g, f, M, K, 1), qw = qbuf_make(&w, f, M, K, 1);
+    s = bc_all_gather(ctx, gc, &x, rows, &qg, NULL);
+    if (s == BC_OK) s = bc_quantize(ctx, &xf, &qw, NULL);
+    CK(cudaDeviceSynchronize());
+    int good = s == BC_OK && same_q(&g, &w, 1, 1, why, sizeof why);
+    rline(good, "rank %d: bc_all_gather fp8_e4m3_tensor rowwise, %lld MiB a rank (gathers: %s, %s): the whole tensor's quantize%s%s",
+          rank, (long long)(rows[0] * K >> 20), modes[m], i ? "again" : "first", good ? "" : ": ", good ? "" : (s ? bc_last_error(ctx) : why));
+    qbuf_free(&g);
+    qbuf_free(&w);
+    cudaFree(full);
   }
   /* 1b: rows already quantized, equal bands (every piece the same size: the pieces in place of
    * out, the rank's own copied from its input, in the transport's own kernel for sendrecv) */

@@ -155,6 +155,7 @@ typedef struct bci_cuda_api {
   PFN_cuStreamWaitEvent_v3020 StreamWaitEvent;
   PFN_cuMemcpy2DAsync_v3020 Memcpy2DAsync;
   PFN_cuMemcpyDtoHAsync_v3020 MemcpyDtoHAsync;
+  PFN_cuStreamIsCapturing_v10000 StreamIsCapturing;
   /* blockcast tune (runtime/tune.c): its own device context and timing */
   PFN_cuDeviceGet_v2000 DeviceGet;
   PFN_cuDeviceGetName_v2000 DeviceGetName;

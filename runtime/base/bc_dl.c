@@ -67,6 +67,7 @@ static void load_cuda(void) {
   SYM(StreamWaitEvent, "cuStreamWaitEvent", 3020);
   SYM(Memcpy2DAsync, "cuMemcpy2DAsync", 3020);
   SYM(MemcpyDtoHAsync, "cuMemcpyDtoHAsync", 3020);
+  SYM(StreamIsCapturing, "cuStreamIsCapturing", 10000);
   SYM(DeviceGet, "cuDeviceGet", 2000);
   SYM(DeviceGetName, "cuDeviceGetName", 2000);
   SYM(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000);

@@ -32,8 +32,9 @@ static struct {
   __typeof__(ncclGroupStart) *GroupStart;
   __typeof__(ncclGroupEnd) *GroupEnd;
   __typeof__(ncclGetErrorString) *GetErrorString;
+  /* optional: ncclGetLastError (NCCL >= 2.13) adds NCCL's own message to an error; without
+   * ncclSend / ncclRecv (NCCL >= 2.7) a gather of unequal pieces broadcasts */
   __typeof__(ncclGetLastError) *GetLastError;
-  /* optional (NCCL >= 2.7): without them a gather of unequal pieces broadcasts */
   __typeof__(ncclSend) *Send;
   __typeof__(ncclRecv) *Recv;
 } nccl;
@@ -101,16 +102,19 @@ static void load_nccl(void) {
   SYM(GroupStart, "ncclGroupStart");
   SYM(GroupEnd, "ncclGroupEnd");
   SYM(GetErrorString, "ncclGetErrorString");
-  SYM(GetLastError, "ncclGetLastError");
 #undef SYM
+  void *le = dlsym(h, "ncclGetLastError");
+  if (le) memcpy(&nccl.GetLastError, &le, sizeof le);
   void *p = dlsym(h, "ncclSend"), *q = dlsym(h, "ncclRecv");
   if (p && q) {
     memcpy(&nccl.Send, &p, sizeof p);
     memcpy(&nccl.Recv, &q, sizeof q);
   }
+  /* NCCL_VERSION_CODE: major * 1000 + minor * 100 + patch before 2.9, major * 10000 + minor * 100
+   * + patch since */
   int v = 0;
-  if (nccl.GetVersion(&v) != ncclSuccess || v < 20000) {
-    snprintf(nccl_err, sizeof nccl_err, "the NCCL library that was opened reports version %d; blockcast needs NCCL 2", v);
+  if (nccl.GetVersion(&v) != ncclSuccess || (v >= 10000 ? v / 10000 : v / 1000) < 2) {
+    snprintf(nccl_err, sizeof nccl_err, "the NCCL library that was opened reports version code %d; blockcast needs NCCL 2 or newer", v);
     return;
   }
   nccl_ok = 1;
@@ -272,6 +276,17 @@ static void nccl_comm_fill(bc_comm *c, ncclComm_t nc, int rank, int size, int ow
   c->one_host = -1;
 }
 
+/* what creating a communicator needs, checked before anything is shared with the other ranks:
+ * BLOCKCAST_GATHER, NCCL, the gather mode it allows, a current CUDA device */
+static bc_status create_checks(bc_ctx *ctx, const char *fn, int *gather) {
+  bc_status s = gather_env(ctx, fn, gather);
+  if (s == BC_OK) s = nccl_load(ctx);
+  if (s == BC_OK) s = gather_mode_ok(ctx, fn, *gather);
+  char arch[16];
+  if (s == BC_OK) s = bci_cuda_device(ctx, arch, NULL);
+  return s;
+}
+
 bc_status bc_comm_create_nccl(bc_ctx *ctx, const bc_comm_id *id, int nranks, int rank, bc_comm **out) {
   if (!ctx) return BC_ERR_ARG;
   bci_clear_error(ctx);
@@ -281,11 +296,7 @@ bc_status bc_comm_create_nccl(bc_ctx *ctx, const bc_comm_id *id, int nranks, int
   bc_status s = rank_args(ctx, "bc_comm_create_nccl", nranks, rank);
   if (s != BC_OK) return s;
   int gather;
-  if ((s = gather_env(ctx, "bc_comm_create_nccl", &gather)) != BC_OK) return s;
-  if ((s = nccl_load(ctx)) != BC_OK) return s;
-  if ((s = gather_mode_ok(ctx, "bc_comm_create_nccl", gather)) != BC_OK) return s;
-  char arch[16];
-  if ((s = bci_cuda_device(ctx, arch, NULL)) != BC_OK) return s;
+  if ((s = create_checks(ctx, "bc_comm_create_nccl", &gather)) != BC_OK) return s;
   bc_comm *c = calloc(1, sizeof *c);
   if (!c) return bci_fail(ctx, BC_ERR_NOMEM, "bc_comm_create_nccl: out of host memory");
   ncclUniqueId u;
@@ -389,7 +400,10 @@ bc_status bc_comm_bootstrap(bc_ctx *ctx, const char *where, int nranks, int rank
     snprintf(what, sizeof what, "environment variable %.200s", name);
     if ((s = id_parse(ctx, fn, what, hex, &id)) != BC_OK) return s;
   } else if (rank == 0) {
-    /* the id first: its failure (no NCCL) leaves no file for the others to trust */
+    /* what creation checks, then the id: a failure of either leaves no file for the others to
+     * trust (they time out naming the path instead of waiting in ncclCommInitRank) */
+    int gather;
+    if ((s = create_checks(ctx, fn, &gather)) != BC_OK) return s;
     if ((s = bc_comm_id_create(ctx, &id)) != BC_OK) return s;
     char hex[2 * BC_COMM_ID_BYTES + 2];
     id_hex(&id, hex);
@@ -443,7 +457,7 @@ static bc_status cu_fail(bc_ctx *ctx, const char *call, CUresult r) {
   } while (0)
 
 /* every rank's `bytes` host bytes into all (rank r's at r * bytes), through the device: a small
- * all-gather that synchronizes the stream (the agreement check, the host question) */
+ * all-gather that synchronizes the stream (the agreement check) */
 static bc_status host_allgather(bc_ctx *ctx, bc_comm *comm, const void *mine, size_t bytes, void *all, void *stream) {
   bc_status s = bci_cuda_load(ctx);
   if (s != BC_OK) return s;
@@ -480,19 +494,47 @@ static uint64_t host_key(void) {
   return h;
 }
 
-/* comm->one_host, asked once: all ranks' host keys gathered */
-static bc_status ask_one_host(bc_ctx *ctx, bc_comm *comm, void *stream) {
+/* comm->one_host, asked once (a rank alone is on one host): one all-reduce MAX of (key, ~key)
+ * gives (max key, ~min key), equal to this rank's (key, ~key) only when every rank has its key.
+ * Nothing is allocated, so a rank cannot fail where the others go on into the question and wait
+ * for it there: the two words go through `scratch`, 16 bytes of device memory that the gather
+ * overwrites next (another rank's piece of this rank's receive buffer). The answer waits for the
+ * stream once; a stream being captured into a CUDA graph cannot wait, so a capture made before
+ * any such gather ran outside one takes *known = 0 (the caller then uses ncclAllGather), the same
+ * on every rank as long as every rank captures the same calls. */
+static bc_status ask_one_host(bc_ctx *ctx, bc_comm *comm, void *scratch, void *stream, int *known) {
+  *known = 1;
   if (comm->one_host >= 0) return BC_OK;
-  uint64_t mine = host_key(), *all = malloc((size_t)comm->size * sizeof *all);
-  if (!all) return bci_fail(ctx, BC_ERR_NOMEM, "the all-gather: out of host memory (%d host keys)", comm->size);
-  bc_status s = host_allgather(ctx, comm, &mine, sizeof mine, all, stream);
-  if (s == BC_OK) {
+  if (comm->size == 1) {
     comm->one_host = 1;
-    for (int r = 0; r < comm->size; r++)
-      if (all[r] != mine) comm->one_host = 0;
+    return BC_OK;
   }
-  free(all);
-  return s;
+  CUstream st = (CUstream)stream;
+  CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (bci_cu.StreamIsCapturing(st, &cap) == CUDA_SUCCESS && cap != CU_STREAM_CAPTURE_STATUS_NONE) {
+    *known = 0;
+    return BC_OK;
+  }
+  static const char *q = "the all-gather, asking whether every rank is on this host (BLOCKCAST_GATHER=auto)";
+  ncclComm_t nc = (ncclComm_t)comm->nccl;
+  const uint64_t key = host_key();
+  uint64_t v[2] = { key, ~key };
+  CUdeviceptr d = (CUdeviceptr)(uintptr_t)scratch;
+  CUresult r = bci_cu.MemcpyHtoDAsync(d, v, sizeof v, st);
+  if (r != CUDA_SUCCESS) return bci_fail(ctx, BC_ERR_CUDA, "%s: cuMemcpyHtoDAsync failed: %s (%d)", q, bci_cu_error_name(r), (int)r);
+  ncclResult_t nr = nccl.AllReduce(scratch, scratch, 2, ncclUint64, ncclMax, nc, (cudaStream_t)stream);
+  if (nr != ncclSuccess) {
+    char call[160];
+    snprintf(call, sizeof call, "%s: ncclAllReduce", q);
+    return nccl_fail(ctx, nc, call, nr);
+  }
+  r = bci_cu.MemcpyDtoHAsync(v, d, sizeof v, st);
+  if (r == CUDA_SUCCESS) r = bci_cu.StreamSynchronize(st);
+  if (r != CUDA_SUCCESS)
+    return bci_fail(ctx, BC_ERR_CUDA, "%s: reading the answer back (cuMemcpyDtoHAsync, cuStreamSynchronize) failed: %s (%d)", q,
+                    bci_cu_error_name(r), (int)r);
+  comm->one_host = v[0] == key && v[1] == ~key;
+  return BC_OK;
 }
 
 /* How the pieces of an all-gather travel. Equal pieces laid back to back can go as one
@@ -506,9 +548,9 @@ static bc_status ask_one_host(bc_ctx *ctx, bc_comm *comm, void *stream) {
  * mixed the two (a large piece sent, its small block scales gathered) was slower than either.
  * So auto sends the whole group by send / receive when one of its pieces is at least
  * sendrecv_min() bytes (8 MiB on 2 ranks, 64 MiB on more; 8 ranks not measured) and every rank
- * is on this host (asked once per communicator: a small all-gather that synchronizes the
- * stream), or when its pieces are unequal (W broadcasts of a piece each cross every link W
- * times, a gather's W - 1); else by ncclAllGather. A rank's own piece not already in place is
+ * is on this host (asked once per communicator, in the first such gather: a 16-byte all-reduce
+ * that synchronizes the stream; ask_one_host), or when its pieces are unequal (W broadcasts of a
+ * piece each cross every link W times, a gather's W - 1); else by ncclAllGather. A rank's own piece not already in place is
  * a send to itself in the same group (NCCL copies it beside the exchange; measured: a copy of it
  * on the call's stream before the group cost one more copy's time, 2 H200s, call 42 of that
  * file). BLOCKCAST_GATHER=collective / sendrecv at the communicator's creation sets one way for
@@ -527,7 +569,7 @@ static int gather_uniform(const bc_comm *comm, const bci_gather_job *j) {
 static bc_status group_sendrecv(bc_ctx *ctx, bc_comm *comm, int njobs, const bci_gather_job *jobs, void *stream, int *sr) {
   *sr = comm->gather == BCI_GATHER_SENDRECV; /* gather_mode_ok checked that NCCL has it */
   if (comm->gather != BCI_GATHER_AUTO || !nccl.Send) return BC_OK;
-  int large = 0;
+  const bci_gather_job *large = NULL;
   for (int i = 0; i < njobs; i++) {
     int any = 0;
     for (int r = 0; r < comm->size && !any; r++) any = jobs[i].len[r] > 0;
@@ -536,11 +578,14 @@ static bc_status group_sendrecv(bc_ctx *ctx, bc_comm *comm, int njobs, const bci
       *sr = 1;
       return BC_OK;
     }
-    large |= jobs[i].len[0] >= sendrecv_min(comm);
+    if (jobs[i].len[0] >= sendrecv_min(comm)) large = &jobs[i];
   }
   if (!large) return BC_OK;
-  bc_status s = ask_one_host(ctx, comm, stream); /* the same question on every rank: the pieces agree */
-  *sr = s == BC_OK && comm->one_host == 1;
+  /* the same question on every rank (the pieces agree), asked in another rank's piece */
+  int known;
+  void *scratch = (unsigned char *)large->recv + large->off[(comm->rank + 1) % comm->size];
+  bc_status s = ask_one_host(ctx, comm, scratch, stream, &known);
+  *sr = s == BC_OK && known && comm->one_host == 1;
   return s;
 }
 
@@ -594,9 +639,12 @@ bc_status bci_nccl_gatherv(bc_ctx *ctx, bc_comm *comm, int njobs, const bci_gath
 
 bc_status bci_nccl_check(bc_ctx *ctx, bc_comm *comm, const char *fn, const char *sig, void *stream) {
   size_t total = (size_t)comm->size * BCI_COMM_SIG;
-  char mine[BCI_COMM_SIG] = { 0 }; /* zero-padded: every rank sends BCI_COMM_SIG bytes */
-  size_t sl = strlen(sig);
-  memcpy(mine, sig, sl < BCI_COMM_SIG - 1 ? sl : BCI_COMM_SIG - 1);
+  /* zero-padded: every rank sends BCI_COMM_SIG bytes; the gather mode first (BLOCKCAST_GATHER must
+   * be the same on every rank) */
+  char mine[BCI_COMM_SIG] = { 0 };
+  static const char *modes[] = { "auto", "collective", "sendrecv" };
+  int g = comm->gather >= 0 && comm->gather < 3 ? comm->gather : 0;
+  snprintf(mine, BCI_COMM_SIG, "[BLOCKCAST_GATHER=%s] %s", modes[g], sig);
   char *all = malloc(total);
   if (!all) return bci_fail(ctx, BC_ERR_NOMEM, "%s: out of host memory for the agreement check (%zu bytes)", fn, total);
   bc_status s = host_allgather(ctx, comm, mine, BCI_COMM_SIG, all, stream);

@@ -334,7 +334,10 @@ BC_API bc_status bc_quantize_grouped(bc_ctx *ctx, const bc_tensor *x, int64_t gr
  *          copies on each rank's stream ordered by events. For testing pipelines on one GPU,
  *          and for a rank count NCCL cannot put on one device.
  * Collectives are asynchronous on the caller's stream, as kernels are: no call waits for the
- * GPU (the local transport's threads wait for each other on the host, not for the GPU). Every
+ * GPU (the local transport's threads wait for each other on the host, not for the GPU), except
+ * once per NCCL communicator with BLOCKCAST_GATHER=auto: its first all-gather of large pieces
+ * asks whether every rank is on one host and waits for the answer (not under stream capture:
+ * README.md, "Collectives"). Every
  * rank of a communicator makes the same collective calls in the same order with agreeing
  * arguments; the local transport checks the agreement at each rendezvous (a mismatch fails
  * every rank with a message naming both), NCCL checks it when BLOCKCAST_COMM_CHECK=1 (a small
@@ -367,7 +370,11 @@ BC_API bc_status bc_comm_create_nccl(bc_ctx *ctx, const bc_comm_id *id, int nran
  * made by `blockcast comm-id`) or a file path (rank 0 makes an id and writes it there atomically;
  * the other ranks wait up to timeout_s seconds for the file). Then bc_comm_create_nccl. */
 BC_API bc_status bc_comm_bootstrap(bc_ctx *ctx, const char *where, int nranks, int rank, double timeout_s, bc_comm **out);
-/* Wrap the caller's ncclComm_t (passed as void *); bc_comm_destroy leaves it to the caller. */
+/* Wrap the caller's ncclComm_t (passed as void *); bc_comm_destroy leaves it to the caller. A
+ * blocking communicator (NCCL's default; one made with config.blocking = 0 answers ncclInProgress,
+ * which is reported as a failure). Every rank wraps it alike: a wrapper's first all-gather of
+ * large pieces asks its ranks a question (BLOCKCAST_GATHER=auto), so a rank that made a new
+ * wrapper where the others kept theirs would ask alone. */
 BC_API bc_status bc_comm_wrap_nccl(bc_ctx *ctx, void *nccl_comm, bc_comm **out);
 /* Local transport: comms[0 .. nranks) (1 <= nranks <= 64), comms[r] for the thread of rank r. */
 BC_API bc_status bc_comm_create_local(bc_ctx *ctx, int nranks, bc_comm **comms);
