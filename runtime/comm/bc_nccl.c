@@ -126,7 +126,8 @@ static bc_status nccl_load(bc_ctx *ctx) {
   return BC_OK;
 }
 
-/* A failed NCCL call: BC_ERR_NCCL with the call, NCCL's error and its last message. */
+/* A failed NCCL call: BC_ERR_NCCL with the call (its name and what it moved), NCCL's error and its
+ * last message. */
 static bc_status nccl_fail(bc_ctx *ctx, void *comm, const char *call, ncclResult_t r) {
   const char *what = nccl.GetErrorString ? nccl.GetErrorString(r) : "?";
   const char *last = nccl.GetLastError ? nccl.GetLastError((ncclComm_t)comm) : NULL;
@@ -135,18 +136,21 @@ static bc_status nccl_fail(bc_ctx *ctx, void *comm, const char *call, ncclResult
                   more ? last : "");
 }
 
-#define BCI_NCCL(ctx, comm, call)                                         \
+#define BCI_NCCL(ctx, comm, what, call)                                   \
   do {                                                                    \
     ncclResult_t bci_r_ = (call);                                         \
-    if (bci_r_ != ncclSuccess) return nccl_fail((ctx), (comm), #call, bci_r_); \
+    if (bci_r_ != ncclSuccess) return nccl_fail((ctx), (comm), (what), bci_r_); \
   } while (0)
 
-/* the GOTO twin: the status into s, then `goto fail` */
-#define BCI_NCCL_GOTO(ctx, comm, s, call)                                 \
+/* the GOTO twin: the status into s, then `goto fail`; the call described by a format and its
+ * arguments, formatted only when it failed */
+#define BCI_NCCL_GOTO(ctx, comm, s, call, ...)                            \
   do {                                                                    \
     ncclResult_t bci_r_ = (call);                                         \
     if (bci_r_ != ncclSuccess) {                                          \
-      (s) = nccl_fail((ctx), (comm), #call, bci_r_);                      \
+      char bci_w_[128];                                                   \
+      snprintf(bci_w_, sizeof bci_w_, __VA_ARGS__);                       \
+      (s) = nccl_fail((ctx), (comm), bci_w_, bci_r_);                     \
       goto fail;                                                          \
     }                                                                     \
   } while (0)
@@ -161,7 +165,7 @@ bc_status bc_comm_id_create(bc_ctx *ctx, bc_comm_id *id) {
   bc_status s = nccl_load(ctx);
   if (s != BC_OK) return s;
   ncclUniqueId u;
-  BCI_NCCL(ctx, NULL, nccl.GetUniqueId(&u));
+  BCI_NCCL(ctx, NULL, "bc_comm_id_create: ncclGetUniqueId", nccl.GetUniqueId(&u));
   memcpy(id->bytes, u.internal, BC_COMM_ID_BYTES);
   return BC_OK;
 }
@@ -326,8 +330,8 @@ bc_status bc_comm_wrap_nccl(bc_ctx *ctx, void *nccl_comm, bc_comm **out) {
   if ((s = bci_cuda_load(ctx)) != BC_OK) return s; /* the primitives use the driver's entry points */
   ncclComm_t nc = (ncclComm_t)nccl_comm;
   int size = 0, rank = 0;
-  BCI_NCCL(ctx, nc, nccl.CommCount(nc, &size));
-  BCI_NCCL(ctx, nc, nccl.CommUserRank(nc, &rank));
+  BCI_NCCL(ctx, nc, "bc_comm_wrap_nccl: ncclCommCount", nccl.CommCount(nc, &size));
+  BCI_NCCL(ctx, nc, "bc_comm_wrap_nccl: ncclCommUserRank", nccl.CommUserRank(nc, &rank));
   bc_comm *c = calloc(1, sizeof *c);
   if (!c) return bci_fail(ctx, BC_ERR_NOMEM, "bc_comm_wrap_nccl: out of host memory");
   nccl_comm_fill(c, nc, rank, size, 0, gather);
@@ -436,7 +440,7 @@ bc_status bc_comm_bootstrap(bc_ctx *ctx, const char *where, int nranks, int rank
 bc_status bci_nccl_allreduce_max(bc_ctx *ctx, bc_comm *comm, float *buf, int64_t n, void *stream) {
   if (n <= 0) return BC_OK;
   ncclComm_t nc = (ncclComm_t)comm->nccl;
-  BCI_NCCL(ctx, nc, nccl.AllReduce(buf, buf, (size_t)n, ncclFloat32, ncclMax, nc, (cudaStream_t)stream));
+  BCI_NCCL(ctx, nc, "ncclAllReduce (max of fp32 amaxes)", nccl.AllReduce(buf, buf, (size_t)n, ncclFloat32, ncclMax, nc, (cudaStream_t)stream));
   return BC_OK;
 }
 
@@ -447,11 +451,11 @@ static bc_status cu_fail(bc_ctx *ctx, const char *call, CUresult r) {
   return bci_fail(ctx, BC_ERR_CUDA, "%s failed: %s (%d): %s", call, bci_cu_error_name(r), (int)r, m);
 }
 
-#define CU_GOTO(call)                                    \
+#define CU_GOTO(what, call)                              \
   do {                                                   \
     CUresult r_ = (call);                                \
     if (r_ != CUDA_SUCCESS) {                            \
-      s = cu_fail(ctx, #call, r_);                       \
+      s = cu_fail(ctx, (what), r_);                      \
       goto fail;                                         \
     }                                                    \
   } while (0)
@@ -465,12 +469,13 @@ static bc_status host_allgather(bc_ctx *ctx, bc_comm *comm, const void *mine, si
   CUstream st = (CUstream)stream;
   size_t total = (size_t)comm->size * bytes;
   CUdeviceptr d = 0;
-  CU_GOTO(bci_cu.MemAllocAsync(&d, total, st));
+  CU_GOTO("the agreement check: cuMemAllocAsync", bci_cu.MemAllocAsync(&d, total, st));
   CUdeviceptr dmine = d + (CUdeviceptr)comm->rank * bytes;
-  CU_GOTO(bci_cu.MemcpyHtoDAsync(dmine, mine, bytes, st));
-  BCI_NCCL_GOTO(ctx, nc, s, nccl.AllGather((const void *)(uintptr_t)dmine, (void *)(uintptr_t)d, bytes, ncclUint8, nc, (cudaStream_t)st));
-  CU_GOTO(bci_cu.MemcpyDtoHAsync(all, d, total, st));
-  CU_GOTO(bci_cu.StreamSynchronize(st));
+  CU_GOTO("the agreement check: cuMemcpyHtoDAsync", bci_cu.MemcpyHtoDAsync(dmine, mine, bytes, st));
+  BCI_NCCL_GOTO(ctx, nc, s, nccl.AllGather((const void *)(uintptr_t)dmine, (void *)(uintptr_t)d, bytes, ncclUint8, nc, (cudaStream_t)st),
+                "ncclAllGather of %zu bytes a rank (the agreement check's signatures)", bytes);
+  CU_GOTO("the agreement check: cuMemcpyDtoHAsync", bci_cu.MemcpyDtoHAsync(all, d, total, st));
+  CU_GOTO("the agreement check: cuStreamSynchronize", bci_cu.StreamSynchronize(st));
   bci_cu.MemFreeAsync(d, st);
   return BC_OK;
 fail:
@@ -515,7 +520,7 @@ static bc_status ask_one_host(bc_ctx *ctx, bc_comm *comm, void *scratch, void *s
     *known = 0;
     return BC_OK;
   }
-  static const char *q = "the all-gather, asking whether every rank is on this host (BLOCKCAST_GATHER=auto)";
+  static const char *q = "asking whether every rank is on this host (BLOCKCAST_GATHER=auto)";
   ncclComm_t nc = (ncclComm_t)comm->nccl;
   const uint64_t key = host_key();
   uint64_t v[2] = { key, ~key };
@@ -595,12 +600,13 @@ static bc_status gather_group(bc_ctx *ctx, bc_comm *comm, int njobs, const bci_g
   ncclComm_t nc = (ncclComm_t)comm->nccl;
   const int me = comm->rank;
   bc_status s = BC_OK;
-  BCI_NCCL(ctx, nc, nccl.GroupStart());
+  BCI_NCCL(ctx, nc, "ncclGroupStart", nccl.GroupStart());
   for (int i = 0; i < njobs; i++) {
     const bci_gather_job *j = &jobs[i];
     unsigned char *recv = j->recv;
     if (!sr && gather_uniform(comm, j)) {
-      BCI_NCCL_GOTO(ctx, nc, s, nccl.AllGather(j->send, recv + j->off[0], j->len[0], ncclUint8, nc, st));
+      BCI_NCCL_GOTO(ctx, nc, s, nccl.AllGather(j->send, recv + j->off[0], j->len[0], ncclUint8, nc, st), "ncclAllGather of %zu bytes a rank",
+                    j->len[0]);
       continue;
     }
     for (int r = 0; r < comm->size; r++) {
@@ -609,17 +615,21 @@ static bc_status gather_group(bc_ctx *ctx, bc_comm *comm, int njobs, const bci_g
          * the own piece, unless in place, as a send to itself (NCCL copies it in the group's
          * kernel, beside the exchange) */
         if (r == me && j->send == (const void *)(recv + j->off[me])) continue;
-        if (j->len[me]) BCI_NCCL_GOTO(ctx, nc, s, nccl.Send(j->send, j->len[me], ncclUint8, r, nc, st));
-        if (j->len[r]) BCI_NCCL_GOTO(ctx, nc, s, nccl.Recv(recv + j->off[r], j->len[r], ncclUint8, r, nc, st));
+        if (j->len[me])
+          BCI_NCCL_GOTO(ctx, nc, s, nccl.Send(j->send, j->len[me], ncclUint8, r, nc, st), "ncclSend of %zu bytes to rank %d", j->len[me], r);
+        if (j->len[r])
+          BCI_NCCL_GOTO(ctx, nc, s, nccl.Recv(recv + j->off[r], j->len[r], ncclUint8, r, nc, st), "ncclRecv of %zu bytes from rank %d",
+                        j->len[r], r);
         continue;
       }
       if (!j->len[r]) continue;
       /* the send buffer is read on the root only; the others pass their own receive piece */
       const void *send = r == me ? j->send : recv + j->off[r];
-      BCI_NCCL_GOTO(ctx, nc, s, nccl.Broadcast(send, recv + j->off[r], j->len[r], ncclUint8, r, nc, st));
+      BCI_NCCL_GOTO(ctx, nc, s, nccl.Broadcast(send, recv + j->off[r], j->len[r], ncclUint8, r, nc, st), "ncclBroadcast of %zu bytes from rank %d",
+                    j->len[r], r);
     }
   }
-  BCI_NCCL(ctx, nc, nccl.GroupEnd());
+  BCI_NCCL(ctx, nc, "ncclGroupEnd (the exchange)", nccl.GroupEnd());
   return BC_OK;
 fail:
   nccl.GroupEnd(); /* a group must be closed even when a call in it failed; the first error is reported */

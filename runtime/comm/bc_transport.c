@@ -3,15 +3,26 @@
  * counts of collectives and bytes sent (the same for both, so a test on the local transport
  * predicts NCCL's traffic), bc_comm_get_info and bc_comm_destroy. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "comm/bc_comm.h"
+
+/* An NCCL step's failure, prefixed with the call (the signature's first word), the rank and the step */
+static bc_status nccl_step(bc_ctx *ctx, const bc_comm *comm, const char *sig, const char *step, bc_status s) {
+  if (s == BC_OK) return s;
+  char *msg = bci_strdup(bc_last_error(ctx));
+  s = bci_fail(ctx, s, "%.*s: rank %d of %d, %s over NCCL: %s", (int)strcspn(sig, " "), sig, comm->rank, comm->size, step,
+               msg ? msg : "out of memory keeping the message");
+  free(msg);
+  return s;
+}
 
 bc_status bci_comm_allreduce_max(bc_ctx *ctx, bc_comm *comm, const char *sig, bc_status prior, float *buf, int64_t n,
                                  void *stream) {
   comm->collectives++;
   comm->bytes_sent += (uint64_t)n * sizeof(float);
   if (comm->transport == BC_TRANSPORT_LOCAL) return bci_local_allreduce_max(ctx, comm, sig, prior, buf, n, stream);
-  if (prior == BC_OK) return bci_nccl_allreduce_max(ctx, comm, buf, n, stream);
+  if (prior == BC_OK) return nccl_step(ctx, comm, sig, "the amax all-reduce", bci_nccl_allreduce_max(ctx, comm, buf, n, stream));
   char msg[BCI_ERR_MAX];
   snprintf(msg, sizeof msg, "%s", bc_last_error(ctx));
   (void)bci_nccl_allreduce_max(ctx, comm, buf, n, stream); /* its peers would wait for it */
@@ -23,7 +34,7 @@ bc_status bci_comm_gatherv(bc_ctx *ctx, bc_comm *comm, const char *sig, bc_statu
   comm->collectives++;
   for (int j = 0; j < njobs; j++) comm->bytes_sent += jobs[j].len[comm->rank];
   if (comm->transport == BC_TRANSPORT_LOCAL) return bci_local_gatherv(ctx, comm, sig, prior, njobs, jobs, stream);
-  if (prior == BC_OK) return bci_nccl_gatherv(ctx, comm, njobs, jobs, stream);
+  if (prior == BC_OK) return nccl_step(ctx, comm, sig, "the all-gather", bci_nccl_gatherv(ctx, comm, njobs, jobs, stream));
   char msg[BCI_ERR_MAX];
   snprintf(msg, sizeof msg, "%s", bc_last_error(ctx));
   (void)bci_nccl_gatherv(ctx, comm, njobs, jobs, stream); /* its peers would wait for it */
