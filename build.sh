@@ -83,18 +83,32 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=99:intercept_tls_ge
 if [ "$cmd" = fuzz ]; then
   F="$B/fuzz"
   mk B="$F" CC=clang SAN_FLAGS="$SAN -fsanitize=fuzzer-no-link" AOT_BLOB="$B/aot/kernels.bcar" fuzz
-  status=0
-  for t in spec args aot cache; do
-    work="$F/corpus/$t"; art="$F/crashes/$t"
+  # the targets run $JOBS at a time (each on one core), then report in order
+  fuzz_one() {
+    local t=$1 work="$F/corpus/$1" art="$F/crashes/$1" rc=0
     mkdir -p "$work" "$art"
-    echo "fuzz $t: ${secs}s (corpus tests/fuzz/corpus/$t, new inputs in $work)"
-    if ! "$F/fuzz/fuzz_$t" -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
-         -artifact_prefix="$art/" "$work" "tests/fuzz/corpus/$t" $([ $t = spec ] && echo specs) > "$F/fuzz_$t.log" 2>&1; then
-      echo "fuzz $t: FAILED; the input is in $art/ (add it to tests/fuzz/corpus/$t as a regression); log: $F/fuzz_$t.log" >&2
+    "$F/fuzz/fuzz_$t" -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
+      -artifact_prefix="$art/" "$work" "tests/fuzz/corpus/$t" $([ $t = spec ] && echo specs) > "$F/fuzz_$t.log" 2>&1 || rc=$?
+    echo $rc > "$F/fuzz_$t.rc"
+  }
+  targets="spec args aot cache"
+  running=0
+  for t in $targets; do
+    echo "fuzz $t: ${secs}s (corpus tests/fuzz/corpus/$t, new inputs in $F/corpus/$t)"
+    rm -f "$F/fuzz_$t.rc"
+    fuzz_one $t &
+    running=$((running + 1))
+    if [ $running -ge "$JOBS" ]; then wait -n || true; running=$((running - 1)); fi
+  done
+  wait
+  status=0
+  for t in $targets; do
+    if [ "$(cat "$F/fuzz_$t.rc" 2>/dev/null)" != 0 ]; then
+      echo "fuzz $t: FAILED; the input is in $F/crashes/$t/ (add it to tests/fuzz/corpus/$t as a regression); log: $F/fuzz_$t.log" >&2
       tail -30 "$F/fuzz_$t.log" >&2
       status=1
     else
-      grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$F/fuzz_$t.log" | tr '\n' ' '; echo
+      echo "fuzz $t: $(grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$F/fuzz_$t.log" | tr '\n' ' ')"
     fi
   done
   exit $status
