@@ -13,11 +13,12 @@ reference on numpy arrays or CPU tensors. A failed call raises BlockcastError wi
 library's status and message.
 """
 from ._capi import BlockcastError, library_path
-from .core import Format, Layout, QuantizedTensor, formats, get_format as format, layout, load_spec
+from .core import Format, Layout, QuantizedTensor, formats, get_format, layout, load_spec
+from .core import get_format as format  # blockcast.format(name); not in __all__ (a star import would hide the builtin)
 from . import ref
 
 __version__ = "0.1.0"
-__all__ = ["BlockcastError", "Format", "Layout", "QuantizedTensor", "format", "formats", "layout", "load_spec", "ref",
+__all__ = ["BlockcastError", "Format", "Layout", "QuantizedTensor", "get_format", "formats", "layout", "load_spec", "ref",
            "amax", "compute_scale", "quantize", "quantize_cast", "quantize_list", "dequantize", "scale_swizzle", "delayed_scale_update",
            "library_path", "Comm", "comm_id", "amax_allreduce", "quantize_comm", "all_gather", "all_gather_quantized",
            "shard_cast", "shard_finish"]

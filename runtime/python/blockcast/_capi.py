@@ -27,6 +27,9 @@ class BlockcastError(RuntimeError):
         self.message = message
         super().__init__(f"{status}: {message}")
 
+    def __reduce__(self):  # pickled across processes (multiprocessing, DataLoader workers) whole
+        return (BlockcastError, (self.status, self.message))
+
 
 class Tensor(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("rows", ctypes.c_int64),

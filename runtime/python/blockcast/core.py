@@ -244,7 +244,7 @@ def flat2d(x, fn, arg, is_torch):
     if 0 in shape:
         raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg} has shape {shape}, with no elements; expected at least one "
                              "row and one column")
-    if len(shape) > 1 and cols > 1 and strides[-1] != 1:
+    if cols > 1 and strides[-1] != 1:
         raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg} has strides {tuple(strides)}: its last dimension must be "
                              f"contiguous (stride 1); pass {arg}.contiguous()")
     rows = 1

@@ -45,7 +45,7 @@ def _same_device(fn, arg, t, dev):
 def _fp32_1(fn, arg, t, dev=None):
     _check_cuda(fn, arg, t)
     _same_device(fn, arg, t, dev)
-    if t.dtype != torch.float32 or t.numel() < 1:
+    if t.dtype != torch.float32 or t.numel() != 1:
         raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg} is {t.dtype}[{t.numel()}]; expected a float32 CUDA tensor of one element")
     return t.data_ptr()
 

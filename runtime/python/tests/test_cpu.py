@@ -4,6 +4,7 @@ torch tensors where torch is installed), error messages. TAP output (run by test
 import ctypes
 import math
 import os
+import pickle
 import shutil
 import struct
 import subprocess
@@ -198,6 +199,20 @@ def test_errors():
     raises(lambda: bc.ref.decode("fp8_e4m3_tensor", 300), "BC_ERR_ARG", "[0, 255]")
     raises(lambda: bc.layout("mxfp4", 4, 64, "diagonal"), "BC_ERR_ARG", "'rowwise' or 'columnwise'")
     raises(lambda: bc.ref.quantize([[1.0]], "mxfp8_e4m3"), "BC_ERR_ARG", "expected a numpy array or a CPU torch tensor")
+    # a strided 1D array is not contiguous either (it was read as if it were)
+    raises(lambda: bc.ref.quantize(sample(1, 128).ravel()[::2], "mxfp8_e4m3"), "BC_ERR_ARG", "last dimension must be contiguous")
+    raises(lambda: bc.ref.amax(sample(1, 64).ravel()[::-1]), "BC_ERR_ARG", "last dimension must be contiguous")
+    assert bc.ref.quantize(sample(1, 128).ravel(), "mxfp8_e4m3").shape == (1, 128)
+    # the error crosses process boundaries whole (multiprocessing, DataLoader workers pickle it)
+    try:
+        bc.format("fp9")
+    except bc.BlockcastError as e:
+        back = pickle.loads(pickle.dumps(e))
+        assert type(back) is bc.BlockcastError and back.status == e.status and back.message == e.message and str(back) == str(e)
+    # a star import does not hide the builtin format (blockcast.format stays)
+    scope = {}
+    exec("from blockcast import *", scope)
+    assert "format" not in scope and scope["get_format"] is bc.format and "quantize" in scope
 
 
 def test_nan_and_specials():
