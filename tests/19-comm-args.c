@@ -110,6 +110,15 @@ static void local_and_collectives(void) {
   bc_qtensor xq = { f8, 4, 64, fake, fake, NULL, NULL, fake, fake, 0, 0, 0, 0 };
   ERR_HAS(bc_all_gather_quantized(ctx, c[0], &xq, rows1, &q, NULL), BC_ERR_ARG, "xq's format is not out's",
           "all_gather_quantized format mismatch");
+  /* per tensor: out's scale_inv is copied from xq's, which must be there (it was read at address 0) */
+  bc_qtensor q8 = { f8, 4, 64, fake, fake, NULL, NULL, fake, fake, 0, 0, 0, 0 }, xq8 = xq;
+  xq8.rowwise_scale_inv = NULL;
+  ERR_HAS(bc_all_gather_quantized(ctx, c[0], &xq8, rows1, &q8, NULL), BC_ERR_ARG,
+          "bc_all_gather_quantized: xq has no rowwise scale_inv; per-tensor format 'fp8_e4m3_tensor' copies it", "all_gather_quantized "
+          "per tensor without xq's scale_inv");
+  q8.stochastic_rounding = 1;
+  ERR_HAS(bc_all_gather_quantized(ctx, c[0], &xq, rows1, &q8, NULL), BC_ERR_UNSUPPORTED, "out->stochastic_rounding is set; the gather "
+          "keeps xq's codes", "all_gather_quantized refuses stochastic rounding on every split");
   ERR_HAS(bc_quantize_comm(ctx, NULL, &x, &q, NULL), BC_ERR_ARG, "'comm' is NULL", "quantize_comm NULL comm");
   ERR_HAS(bc_quantize_comm(ctx, c[0], NULL, &q, NULL), BC_ERR_ARG, "'x' is NULL", "quantize_comm NULL x");
   ERR_HAS(bc_quantize_list_comm(ctx, c[0], -2, &x, &q, NULL), BC_ERR_ARG, "n is -2", "quantize_list_comm n < 0");

@@ -780,6 +780,11 @@ static bc_status gq_checks(bc_ctx *ctx, const char *fn, bc_comm *comm, const bc_
                     out->format->name);
   if (!out->rowwise_data && !out->columnwise_data)
     return bci_fail(ctx, BC_ERR_ARG, "%s: out has no direction (rowwise_data and columnwise_data are NULL)", fn);
+  /* the same on every split: xq's codes travel as they were rounded, and blocks that straddle
+   * ranks are quantized again to nearest */
+  if (out->stochastic_rounding)
+    return bci_fail(ctx, BC_ERR_UNSUPPORTED, "%s: out->stochastic_rounding is set; the gather keeps xq's codes as they were rounded "
+                    "(quantize xq with stochastic rounding, and clear out's flag)", fn);
   if ((s = make_plan(ctx, fn, comm, rows, out, p)) != BC_OK) return s;
   const bc_format *f = out->format;
   const int64_t m = rows[p->me];
@@ -797,12 +802,17 @@ static bc_status gq_checks(bc_ctx *ctx, const char *fn, bc_comm *comm, const bc_
                     "of per-tensor and 2D-block formats comes from the rowwise data)", fn, need_row && !xq->rowwise_data ? "rowwise" :
                     "columnwise", f->name);
   if (p->exchange && m > 0 && !xq->rowwise_data)
-    return bci_fail(ctx, BC_ERR_UNSUPPORTED, "%s: blocks straddle ranks, so xq is dequantized and gathered exactly, which needs its "
-                    "rowwise data; xq has none", fn);
+    return bci_fail(ctx, BC_ERR_UNSUPPORTED, "%s: blocks of format '%s' straddle ranks (rows not multiples of %lld), so xq is "
+                    "dequantized and gathered exactly, which needs its rowwise data; xq has none (quantize xq rowwise too, or "
+                    "gather from high precision with bc_all_gather)", fn, f->name, (long long)p->Bm);
   if (needs_amax(f) && (!xq->amax || !out->amax))
     return bci_fail(ctx, BC_ERR_ARG, "%s: format '%s' needs xq->amax (the amax it was quantized with) and out->amax", fn, f->name);
   if (f->block == BC_BLOCK_TENSOR && (!xq->scale || !out->scale))
     return bci_fail(ctx, BC_ERR_ARG, "%s: per-tensor format '%s' needs xq->scale and out->scale", fn, f->name);
+  /* out's scale_inv is a copy of xq's (of the direction xq holds) */
+  if (f->block == BC_BLOCK_TENSOR && m > 0 && !(xq->rowwise_data ? xq->rowwise_scale_inv : xq->columnwise_scale_inv))
+    return bci_fail(ctx, BC_ERR_ARG, "%s: xq has no %s scale_inv; per-tensor format '%s' copies it into out's (bc_quantize_comm "
+                    "writes it)", fn, xq->rowwise_data ? "rowwise" : "columnwise", f->name);
   /* the whole output's checks, as bc_quantize_cast makes them */
   bc_tensor xfull = { (void *)(uintptr_t)256, BC_FP32, p->M, p->K, 0 };
   if ((s = dry_cast(ctx, &xfull, out)) != BC_OK) return s;
