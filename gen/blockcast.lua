@@ -42,6 +42,12 @@ local function host() return assert(rawget(_G, "bc_host"), "bc_host is not set")
 local LIST_FAMILIES = { amax = true, scale = true, quantize = true, quantize_thin = true, dequantize = true, swizzle = true,
                         zero = true, copy = true, shard = true }
 
+-- the names k takes in the registry: its own, and its list variant's
+local function kernel_names(k)
+  if LIST_FAMILIES[k.family] or k.listable then return { k.name, k.name .. "__list" } end
+  return { k.name }
+end
+
 local function add_kernel(k)
   registry.kernels[k.name] = k
   if LIST_FAMILIES[k.family] or k.listable then
@@ -162,8 +168,6 @@ local function plan_block_format(f)
   end
   ks[#ks + 1] = { name = string.format("bc_swizzle_%s", n), family = "swizzle", format = f, template = "swizzle.cu",
                   tuning = "dequantize_block" }
-  for _, k in ipairs(ks) do add_kernel(k) end
-  f.kernels = ks
   return ks
 end
 
@@ -171,7 +175,7 @@ end
 -- cast and the dequantize take whole vectors of aligned rows; their element-wise companions
 -- (__row_elems, __elems: a row's partial last vector, misaligned launches) are separate kernels,
 -- so that a launch compiles them only when it needs them.
-function M.plan_format(f)
+local function plan_kernels(f)
   if type(f.block) == "table" then return plan_block_format(f) end
   local n = f.name
   local ks = {}
@@ -194,6 +198,12 @@ function M.plan_format(f)
                   tuning = "dequantize" }
   ks[#ks + 1] = { name = string.format("bc_delayed_scale_%s", n), family = "delayed_scale", format = f,
                   template = "delayed_scale.cu", tuning = "dequantize" }
+  return ks
+end
+
+-- A format's kernels planned and registered (f.kernels)
+function M.plan_format(f, ks)
+  ks = ks or plan_kernels(f)
   for _, k in ipairs(ks) do add_kernel(k) end
   f.kernels = ks
   return ks
@@ -210,9 +220,22 @@ function M.load_format(file, text)
     spec.fail(string.format("%s: format '%s' is already defined by %s with other contents; give this spec another name",
       file, f.name, old.file))
   end
+  -- a kernel name another format (or the library) already has would replace its kernel: e.g. a
+  -- format named thin_X gets the names of X's thin-tensor kernels (bc_quantize_thin_X__...)
+  local ks = plan_kernels(f)
+  for _, k in ipairs(ks) do
+    for _, name in ipairs(kernel_names(k)) do
+      local other = registry.kernels[name]
+      if other then
+        spec.fail(string.format("%s: format '%s' would have a kernel named %s, which %s already has; give this spec another name",
+          file, f.name, name, other.format and string.format("format '%s' (%s)", other.format.name, other.format.file)
+          or "the library"))
+      end
+    end
+  end
   registry.formats[f.name] = f
   registry.format_order[#registry.format_order + 1] = f.name
-  M.plan_format(f)
+  M.plan_format(f, ks)
   return f
 end
 

@@ -164,7 +164,9 @@ M.format_schema = {
     -- 63: the runtime's format record (runtime/fmt/bc_fmt.h) and kernel names (127 bytes) hold it
     name        = { type = "string", required = true, pattern = "^[a-z][a-z0-9_]*$", max_chars = 63,
                     pattern_doc = "a name of lower-case letters, digits and _ starting with a letter" },
-    description = { type = "string", required = true },
+    -- copied into the generated sources' header comment: one line
+    description = { type = "string", required = true, pattern = "^[^%c]*$", max_chars = 200,
+                    pattern_doc = "one line of text without control characters (it heads the generated sources)" },
     element     = { type = "string", required = true, pattern = "^[a-z][a-z0-9_]*$", pattern_doc = "an element name" },
     block       = {
       type = "union", required = true, doc = "\"tensor\" or a table { rows = N, cols = N }",

@@ -178,6 +178,23 @@ int main(void) {
   CASE(load_with(ctx, 1, "name = \"fp8_e4m3_tensor\""), BC_ERR_SPEC, "a name taken by another spec");
   is_str_has(bc_last_error(ctx), "already defined by specs/fp8_e4m3_tensor.lua", "name clash: names the other file");
 
+  /* a name whose kernels would take another format's names: thin_X's quantize kernels are named
+   * as X's thin-tensor kernels (bc_quantize_thin_X__...) and would replace them */
+  CASE(load_with(ctx, 1, "name = \"thin_mxfp8_e4m3\""), BC_ERR_SPEC, "a name whose kernels another format has");
+  is_str_has(bc_last_error(ctx), "format 'thin_mxfp8_e4m3' would have a kernel named bc_quantize_thin_mxfp8_e4m3__",
+             "kernel name clash: names the kernel");
+  is_str_has(bc_last_error(ctx), "which format 'mxfp8_e4m3' (specs/mxfp8_e4m3.lua) already has; give this spec another name",
+             "kernel name clash: names the other format and what to do");
+  const bc_format *tf;
+  ok(bc_format_get(ctx, "thin_mxfp8_e4m3", &tf) != BC_OK, "  and the refused format is not registered");
+  char *tsrc = NULL;
+  size_t tlen = 0;
+  ok(bc_kernel_source(ctx, "bc_quantize_thin_mxfp8_e4m3__bf16__row", "sm_90", &tsrc, &tlen) == BC_OK && tsrc &&
+     strstr(tsrc, "specs/mxfp8_e4m3.lua"), "  and mxfp8_e4m3's thin kernel is still its own");
+  free(tsrc);
+  CASE(load_with(ctx, 2, "description = \"x\\n#error injected\""), BC_ERR_SPEC, "a description of two lines");
+  is_str_has(bc_last_error(ctx), "field 'description': expected one line of text without control characters", "description: one line");
+
   CASE(load(ctx, "\x1bLua"), BC_ERR_SPEC, "precompiled chunk");
   is_str_has(bc_last_error(ctx), "precompiled Lua is not accepted", "precompiled: refused");
 

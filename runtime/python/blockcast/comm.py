@@ -163,7 +163,9 @@ def quantize_comm(x, fmt, comm, *, rowwise=True, columnwise=False, swizzled=Fals
 
 def all_gather(x, fmt, comm, *, rows=None, rowwise=True, columnwise=False, swizzled=False):
     """The quantized all-gather along the first dimension: x is this rank's rows (leading dims
-    flattened; may have 0 rows), rows every rank's row count (None: all equal to this rank's).
+    flattened; may have 0 rows), rows every rank's row count, the same list on every rank (None:
+    every rank has this rank's count; for unequal splits pass the list: over NCCL a rank cannot
+    see the others' counts, and ranks that disagree corrupt the gather or wait).
     Returns the whole tensor's QuantizedTensor, bit-identical to quantize() of the concatenated
     rows on one GPU (per-tensor and NVFP4 formats with the whole tensor's amax)."""
     h = _comm("all_gather", comm)
