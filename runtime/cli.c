@@ -152,14 +152,17 @@ static int cmd_gen(bc_ctx *ctx, int argc, char **argv) {
     bc_status s = bc_kernel_names(ctx, archs[a], only, collect, &ns);
     if (s != BC_OK) return die(ctx, s, "gen");
     char dir[1024];
-    snprintf(dir, sizeof dir, "%s/%s", out, archs[a]);
+    if (snprintf(dir, sizeof dir, "%s/%s", out, archs[a]) >= (int)sizeof dir) {
+      fprintf(stderr, "blockcast gen: --out is %zu bytes long; at most %zu fit\n", strlen(out), sizeof dir - 2 - strlen(archs[a]));
+      return 2;
+    }
     if (bci_mkdir_p(dir) != 0) { fprintf(stderr, "blockcast gen: cannot create %s: %s\n", dir, strerror(errno)); return 1; }
     for (size_t i = 0; i < ns.n; i++) {
       char *src;
       size_t len;
       s = bc_kernel_source(ctx, ns.v[i], archs[a], &src, &len);
       if (s != BC_OK) return die(ctx, s, ns.v[i]);
-      char path[1200];
+      char path[1200]; /* dir (< 1024) + '/' + a kernel name (< 128) + ".cu" */
       snprintf(path, sizeof path, "%s/%s.cu", dir, ns.v[i]);
       int w = write_if_changed(path, src, len);
       free(src);
@@ -212,8 +215,13 @@ static int cmd_compile(bc_ctx *ctx, int argc, char **argv) {
   }
   bc_stats st;
   bc_get_stats(ctx, &st);
-  char dir[1024] = "";
-  bci_cache_dir(ctx, dir, sizeof dir);
+  char dir[BCI_CACHE_DIR_MAX] = "";
+  if (bci_cache_dir(ctx, dir, sizeof dir) != BC_OK) return die(ctx, BC_ERR_ARG, "compile");
+  if (st.cache_writes < st.cache_misses) {
+    fprintf(stderr, "blockcast compile: %llu kernels compiled but %llu written to the cache %s; is it writable, with room?\n",
+            (unsigned long long)st.cache_misses, (unsigned long long)st.cache_writes, dir);
+    return 1;
+  }
   fprintf(stderr, "%zu kernels in the cache %s: %llu compiled, %llu already there\n", total, dir,
           (unsigned long long)st.cache_misses, (unsigned long long)st.cache_hits);
   return 0;
@@ -224,25 +232,23 @@ typedef struct cache_walk {
   size_t good, bad, removed;
 } cache_walk;
 
+/* only the cache's own files: entries <xx>/<key>.bck and writers' temporary files (anything else
+ * in the directory is left alone) */
 static void cache_one(const char *path, const char *name, void *user) {
   cache_walk *w = user;
-  size_t l = strlen(name);
-  int is_entry = l == 68 && strcmp(name + 64, ".bck") == 0;
-  int is_tmp = l > 4 && strcmp(name + l - 4, ".tmp") == 0;
+  int is_entry = bci_cache_entry_name(path, name), is_tmp = bci_cache_tmp_name(name);
   if (!is_entry && !is_tmp) return;
   if (w->clear) {
     w->removed += unlink(path) == 0;
     return;
   }
   if (is_tmp) return; /* a writer's file in flight */
-  char key[65];
-  memcpy(key, name, 64);
-  key[64] = 0;
-  void *buf;
-  size_t n;
-  if (bci_cache_read(NULL, key, &buf, &n)) {
+  /* read without refreshing its mtime (the least recently used order stays); a bad entry is
+   * read once more before it goes (a writer may have just replaced it) */
+  if (bci_cache_verify_file(path, name)) {
     w->good++;
-    free(buf);
+  } else if (bci_cache_verify_file(path, name)) {
+    w->good++;
   } else {
     w->bad++;
     printf("bad: %s (removed; it is compiled again when next used)\n", path);
@@ -251,7 +257,7 @@ static void cache_one(const char *path, const char *name, void *user) {
 }
 
 static int cmd_cache(bc_ctx *ctx, int argc, char **argv) {
-  char dir[1024];
+  char dir[BCI_CACHE_DIR_MAX];
   bc_status s = bci_cache_dir(ctx, dir, sizeof dir);
   if (s != BC_OK) return die(ctx, s, "cache");
   if (argc != 1) { fprintf(stderr, "blockcast cache: expected one of ls, verify, clear\n%s", usage); return 2; }
@@ -259,8 +265,13 @@ static int cmd_cache(bc_ctx *ctx, int argc, char **argv) {
     size_t files = 0;
     uint64_t bytes = 0;
     bci_cache_scan(dir, &files, &bytes, 0);
+    int bad = 0;
+    uint64_t cap = bci_cache_cap(&bad);
+    if (bad)
+      fprintf(stderr, "blockcast cache: BLOCKCAST_CACHE_MAX_MB is '%s'; expected a whole number of MiB from 1 to 2^40; the cap is "
+              "the default, 1024\n", getenv("BLOCKCAST_CACHE_MAX_MB"));
     printf("cache %s: %zu kernels, %.1f MiB (cap %llu MiB, $BLOCKCAST_CACHE_MAX_MB)\n", dir, files, (double)bytes / 1048576.0,
-           (unsigned long long)(bci_cache_cap() >> 20));
+           (unsigned long long)(cap >> 20));
     return 0;
   }
   if (strcmp(argv[0], "verify") != 0 && strcmp(argv[0], "clear") != 0) {
@@ -294,7 +305,15 @@ static int cmd_aot(bc_ctx *ctx, int argc, char **argv) {
     if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) out = argv[++i];
     else if (strcmp(argv[i], "--objdir") == 0 && i + 1 < argc) objdir = argv[++i];
     else if (strcmp(argv[i], "--arch") == 0 && i + 1 < argc && narch < 16) archs[narch++] = argv[++i];
-    else if (strcmp(argv[i], "-j") == 0 && i + 1 < argc) jobs = atoi(argv[++i]);
+    else if (strcmp(argv[i], "-j") == 0 && i + 1 < argc) {
+      char *end = NULL;
+      long j = strtol(argv[++i], &end, 10);
+      if (end == argv[i] || *end || j < 1 || j > 4096) {
+        fprintf(stderr, "blockcast aot: -j %s: expected a whole number of jobs, 1 .. 4096\n", argv[i]);
+        return 2;
+      }
+      jobs = (int)j;
+    }
     else { fprintf(stderr, "blockcast aot: unknown argument '%s'\n%s", argv[i], usage); return 2; }
   }
   if (!out || !objdir || narch == 0) { fprintf(stderr, "blockcast aot: --out, --objdir and --arch are required\n%s", usage); return 2; }

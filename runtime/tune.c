@@ -20,6 +20,7 @@
  * tuning file (gen/blockcast.lua, tune_render: each entry with its measured figures, a line
  * naming the run's date, device and command), or only to stdout with --dry-run. */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -789,6 +790,21 @@ static int measure(bc_ctx *plain, bc_ctx *tune, tkern *k, const char *base_text,
 
 /* ---- the command ---- */
 
+/* a whole decimal number with nothing after it */
+static int whole(const char *s, long long *out) {
+  char *end = NULL;
+  errno = 0;
+  long long x = strtoll(s, &end, 10);
+  if (errno || end == s || *end) return 0;
+  *out = x;
+  return 1;
+}
+
+static int bad_number(const char *opt, const char *v, const char *want) {
+  fprintf(stderr, "blockcast tune: %s %s: expected %s\n", opt, v, want);
+  return 2;
+}
+
 static int parse(int argc, char **argv, topts *o) {
   memset(o, 0, sizeof *o);
   o->reps = 15;
@@ -814,10 +830,23 @@ static int parse(int argc, char **argv, topts *o) {
     if (strcmp(a, "--flat") == 0) o->flat = 1;
     else if (strcmp(a, "--dry-run") == 0) o->dry_run = 1;
     else if (strcmp(a, "--list") == 0) o->list = 1;
-    else if (strcmp(a, "--size") == 0 && v) o->size = atoll(argv[++i]);
-    else if (strcmp(a, "--reps") == 0 && v) o->reps = atoi(argv[++i]);
-    else if (strcmp(a, "--min-gain") == 0 && v) o->min_gain = atof(argv[++i]);
-    else if (strcmp(a, "-j") == 0 && v) o->jobs = atoi(argv[++i]);
+    else if (strcmp(a, "--size") == 0 && v) {
+      long long sz;
+      if (!whole(argv[++i], &sz)) return bad_number(a, v, "a whole number of rows and columns, 256 .. 32768");
+      o->size = sz;
+    } else if (strcmp(a, "--reps") == 0 && v) {
+      long long r;
+      if (!whole(argv[++i], &r) || r < 0 || r > 100000) return bad_number(a, v, "a whole number, 5 .. 1000");
+      o->reps = (int)r;
+    } else if (strcmp(a, "--min-gain") == 0 && v) {
+      char *end = NULL;
+      o->min_gain = strtod(argv[++i], &end);
+      if (end == v || *end || !isfinite(o->min_gain)) return bad_number(a, v, "a percentage, 0 .. 50");
+    } else if (strcmp(a, "-j") == 0 && v) {
+      long long j;
+      if (!whole(argv[++i], &j) || j < 0 || j > 100000) return bad_number(a, v, "a whole number of compile jobs, 1 .. 256");
+      o->jobs = (int)j;
+    }
     else if (strcmp(a, "--out") == 0 && v) o->out = argv[++i];
     else if (strcmp(a, "--arch") == 0 && v) o->arch = argv[++i];
     else if (!v && a[0] == '-' && strstr(tune_usage, a) && strcmp(a, "-") != 0) {

@@ -25,6 +25,8 @@ nc=$(sed -n 's/^1 kernels, \([0-9]*\) candidates$/\1/p' "$tmp/tl.log")
 t "tune --list plans without a GPU: the incumbent first, then the candidates" '[ $rc -eq 0 ] && [ "${nc:-0}" -ge 8 ] && grep -Eq "^bc_quantize_mxfp4__bf16__row \(incumbent: (kernels\.bc_quantize_mxfp4__bf16__row|quantize_block_4bit_row)\), $nc candidates" "$tmp/tl.log" && grep -q "^  \* { threads = 256, tile_rows = " "$tmp/tl.log" && [ "$(grep -c "^  { threads = " "$tmp/tl.log")" -eq $((nc - 1)) ]'
 $BIN tune --list --dtype bf17 2> "$tmp/tb.log"; rc=$?
 t "tune: a bad option says what is expected (exit 2)" '[ $rc -eq 2 ] && grep -q "dtype bf17: expected bf16, fp16 or fp32" "$tmp/tb.log"'
+$BIN tune --list --min-gain nan 2> "$tmp/tg1.log"; rc1=$?; $BIN tune --list --size 16k 2> "$tmp/tg2.log"; rc2=$?
+t "tune: a number option that is not a number is refused (nan, 16k)" '[ $rc1 -eq 2 ] && [ $rc2 -eq 2 ] && grep -q "min-gain nan: expected a percentage" "$tmp/tg1.log" && grep -q "size 16k: expected a whole number" "$tmp/tg2.log"'
 $BIN tune --list --kernel bc_nope 2> "$tmp/tk.log"; rc=$?
 t "tune: an unknown --kernel is named" '[ $rc -ne 0 ] && grep -q "kernel bc_nope: no such kernel for sm_90" "$tmp/tk.log"'
 $BIN tune --list --kernel bc_quantize_mxfp4__bf16__row__list 2> "$tmp/tn.log"; rc=$?
@@ -44,10 +46,23 @@ $BIN compile --format fp8_e5m2_tensor --arch sm_90 2> "$tmp/c2.log"
 t "a second compile finds them all" 'grep -q "0 compiled, 39 already there" "$tmp/c2.log"'
 t "cache ls counts them" '$BIN cache ls | grep -q ": 39 kernels"'
 f=$(ls "$tmp"/cache/*/*.bck | head -1); printf 'X' | dd of="$f" bs=1 seek=300 conv=notrunc 2>/dev/null
-$BIN cache verify > "$tmp/v.log"; rc=$?
-t "cache verify finds and removes a corrupt entry (exit 1)" '[ $rc -eq 1 ] && grep -q "38 good, 1 bad" "$tmp/v.log"'
+g=$(ls "$tmp"/cache/*/*.bck | tail -1); touch -d '2001-01-01' "$g"
+k=$(basename "$g"); mkdir -p "$tmp/cache/zz" "$tmp/cache/js"; cp "$g" "$tmp/cache/zz/$k"   # an entry in another key's folder
+mkfifo "$tmp/cache/${k:0:2}/$(printf 'b%.0s' $(seq 64)).bck" 2>/dev/null                   # a FIFO named like an entry
+echo keep > "$tmp/cache/js/user.tmp"; echo keep > "$tmp/cache/js/notes.bck"                    # files of someone else
+timeout 20 $BIN cache verify > "$tmp/v.log"; rc=$?
+t "cache verify finds and removes a corrupt entry (exit 1), without waiting on a FIFO" '[ $rc -eq 1 ] && grep -q "38 good, 1 bad" "$tmp/v.log"'
+t "cache verify leaves the entries' ages alone (least recently used order)" '[ "$(stat -c %Y "$g")" = "$(date -d 2001-01-01 +%s)" ]'
+t "cache verify counts only entries in their key's folder" '[ -f "$tmp/cache/zz/$k" ] && ! grep -q "zz/$k" "$tmp/v.log"'
+BLOCKCAST_CACHE_MAX_MB=2G $BIN cache ls > "$tmp/l.log" 2> "$tmp/l.err"
+t "cache ls: a cap that is not a whole number of MiB is named, the default used" 'grep -q "BLOCKCAST_CACHE_MAX_MB is '"'"'2G'"'"'; expected a whole number of MiB" "$tmp/l.err" && grep -q "(cap 1024 MiB" "$tmp/l.log"'
 $BIN cache clear > /dev/null
 t "cache clear empties it" '$BIN cache ls | grep -q ": 0 kernels"'
+t "cache clear leaves files that are not the cache's" '[ -f "$tmp/cache/js/user.tmp" ] && [ -f "$tmp/cache/js/notes.bck" ]'
+BLOCKCAST_CACHE_DIR="$tmp/$(printf 'd%.0s' $(seq 950))" $BIN cache ls > /dev/null 2> "$tmp/long.log"; rc=$?
+t "a cache directory path too long is refused, with the limit" '[ $rc -ne 0 ] && grep -q "BC_ERR_ARG: the cache directory from \$BLOCKCAST_CACHE_DIR is [0-9]* bytes long; at most 899 fit" "$tmp/long.log"'
+$BIN gen --out "$tmp/$(printf 'o%.0s' $(seq 1100))" 2> "$tmp/glong.log"; rc=$?
+t "gen: an --out too long is refused, not cut short" '[ $rc -eq 2 ] && grep -q "blockcast gen: --out is [0-9]* bytes long; at most" "$tmp/glong.log"'
 $BIN compile --format nope 2> "$tmp/c3.log"; rc=$?
 t "compile of an unknown format fails with the known ones" '[ $rc -ne 0 ] && grep -q "known formats: fp8_block_128x128, fp8_block_1x128, fp8_e4m3_tensor" "$tmp/c3.log"'
 unset BLOCKCAST_CACHE_DIR

@@ -242,6 +242,55 @@ int main(void) {
   ok(removed >= 1 && bytes <= cap, "over the cap: %zu removed, %llu bytes left", removed, (unsigned long long)bytes);
   ok(stat(oldest, &sb) != 0 && stat(newest, &sb) == 0, "the least recently used entry went, the newest stayed");
 
+  /* ---- the cap's variable: a whole number of MiB, else the default (and the CLI says so) ---- */
+  {
+    static const struct { const char *v; uint64_t mib; int bad; } caps[] = {
+      { "64", 64, 0 }, { "1", 1, 0 }, { "2G", 1024, 1 }, { "abc", 1024, 1 }, { "0", 1024, 1 }, { "-1", 1024, 1 },
+      { "1.5", 1024, 1 }, { "17592186044416", 1024, 1 }, { "", 1024, 0 },
+    };
+    int good = 0;
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+      setenv("BLOCKCAST_CACHE_MAX_MB", caps[i].v, 1);
+      int bad = -1;
+      uint64_t c = bci_cache_cap(&bad);
+      if (c == caps[i].mib << 20 && bad == caps[i].bad) good++;
+      else diag("BLOCKCAST_CACHE_MAX_MB='%s': %llu MiB, bad %d", caps[i].v, (unsigned long long)(c >> 20), bad);
+    }
+    unsetenv("BLOCKCAST_CACHE_MAX_MB");
+    is_int(good, (int)(sizeof caps / sizeof caps[0]), "BLOCKCAST_CACHE_MAX_MB: whole MiB from 1 to 2^40 taken, the rest named bad");
+  }
+  /* ---- the cache's own names: entries in their key's folder, writers' temporary files ---- */
+  {
+    char key[65], path[1300], name[200];
+    memset(key, 'a', 64);
+    key[64] = 0;
+    snprintf(name, sizeof name, "%s.bck", key);
+    snprintf(path, sizeof path, "%s/aa/%s", cache, name);
+    ok(bci_cache_entry_name(path, name), "an entry: <dir>/aa/<key>.bck");
+    snprintf(path, sizeof path, "%s/zz/%s", cache, name);
+    ok(!bci_cache_entry_name(path, name), "not an entry: the key in another folder");
+    ok(!bci_cache_entry_name("x/aa/notes.bck", "notes.bck"), "not an entry: not a key");
+    snprintf(name, sizeof name, "%s.bck.1234.140737.7.tmp", key);
+    ok(bci_cache_tmp_name(name), "a writer's temporary file");
+    ok(!bci_cache_tmp_name("user.tmp") && !bci_cache_tmp_name("x.bck.1.2.3.tmp"), "not a writer's: other .tmp files");
+    /* a FIFO where an entry would be: a miss, at once (the open does not wait for a writer) */
+    char sub[1100], fifo[1300];
+    snprintf(sub, sizeof sub, "%s/%.2s", cache, key);
+    mkdir(sub, 0755);
+    snprintf(fifo, sizeof fifo, "%s/%s.bck", sub, key);
+    ok(mkfifo(fifo, 0644) == 0, "a FIFO named like an entry");
+    void *fb = NULL;
+    size_t fl = 0;
+    ok(bci_cache_read(NULL, key, &fb, &fl) == 0 && !bci_cache_verify_file(fifo, fifo + strlen(sub) + 1), "  is a miss, not a wait");
+    unlink(fifo);
+    /* a spec path that is a FIFO: refused, not waited on */
+    snprintf(fifo, sizeof fifo, "%s/spec.lua", cache);
+    mkfifo(fifo, 0644);
+    const bc_format *ff;
+    ERR_HAS(bc_format_load(ctx, fifo, &ff), BC_ERR_ARG, "is not a regular file", "a spec that is a FIFO");
+    unlink(fifo);
+  }
+
   /* ---- a tuning that makes the template invalid: BC_ERR_NVRTC with the excerpt ---- */
   char tpath[128];
   snprintf(tpath, sizeof tpath, "%s/bad-tuning.lua", cache);

@@ -58,8 +58,14 @@ int bci_write_atomic(const char *path, const void *a, size_t an, const void *b, 
 }
 
 bc_status bci_read_file(bc_ctx *ctx, const char *path, char **out, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return bci_fail(ctx, BC_ERR_ARG, "cannot open '%s': %s", path, strerror(errno));
+  /* O_NONBLOCK: opening a FIFO must not wait for a writer (it is then refused below) */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+  if (!f) {
+    int e = errno;
+    if (fd >= 0) close(fd);
+    return bci_fail(ctx, BC_ERR_ARG, "cannot open '%s': %s", path, strerror(e));
+  }
   struct stat st;
   if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
     fclose(f);

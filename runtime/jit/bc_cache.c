@@ -10,7 +10,8 @@
  * anything else as a miss (the entry is then compiled again and replaced). A hit refreshes the
  * file's mtime; when the cache grows past its cap ($BLOCKCAST_CACHE_MAX_MB, default 1024) the
  * least recently used files are removed. Every failure of the cache is a miss, never an error:
- * the kernel is compiled and used anyway. */
+ * the kernel is compiled and used anyway (a directory path too long, an entry that is not a
+ * regular file, a FIFO among them, is a miss too). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -26,19 +27,18 @@
 #define HEADER (8 + 64 + 8 + 32)
 
 bc_status bci_cache_dir(bc_ctx *ctx, char *out, size_t n) {
-  const char *d = getenv("BLOCKCAST_CACHE_DIR");
-  if (d && *d) {
-    snprintf(out, n, "%s", d);
-    return BC_OK;
-  }
-  d = getenv("XDG_CACHE_HOME");
-  if (d && *d) {
-    snprintf(out, n, "%s/blockcast", d);
-    return BC_OK;
-  }
-  d = getenv("HOME");
-  if (d && *d) {
-    snprintf(out, n, "%s/.cache/blockcast", d);
+  static const char *vars[3] = { "BLOCKCAST_CACHE_DIR", "XDG_CACHE_HOME", "HOME" };
+  static const char *tails[3] = { "", "/blockcast", "/.cache/blockcast" };
+  if (n > BCI_CACHE_DIR_MAX) n = BCI_CACHE_DIR_MAX; /* the same limit for every caller */
+  for (int i = 0; i < 3; i++) {
+    const char *d = getenv(vars[i]);
+    if (!d || !*d) continue;
+    int w = snprintf(out, n, "%s%s", d, tails[i]);
+    if (w < 0 || (size_t)w >= n) {
+      out[0] = 0;
+      return bci_fail(ctx, BC_ERR_ARG, "the cache directory from $%s is %d bytes long; at most %zu fit (set BLOCKCAST_CACHE_DIR to "
+                      "a shorter path)", vars[i], w, n - 1);
+    }
     return BC_OK;
   }
   return bci_fail(ctx, BC_ERR_UNAVAILABLE, "no cache directory: set BLOCKCAST_CACHE_DIR, XDG_CACHE_HOME or HOME");
@@ -73,12 +73,10 @@ void bci_cache_key(const char *src, size_t len, const char *const *opts, int nop
   for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", d[i]);
 }
 
-/* 1 hit (*out malloc'ed), 0 miss */
-int bci_cache_read(bc_ctx *ctx, const char *key, void **out, size_t *len) {
-  char dir[900], sub[1000], path[1100];
-  if (bci_cache_dir(NULL, dir, sizeof dir) != BC_OK) return 0;
-  entry_path(dir, key, path, sizeof path, sub, sizeof sub);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+/* The entry at path for key: 1 whole and valid (*out malloc'ed, when out is not NULL), 0 not */
+static int read_entry(const char *path, const char *key, void **out, size_t *len) {
+  /* O_NONBLOCK: a FIFO in the cache must not hang the open; only regular files are entries */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
   if (fd < 0) return 0;
   struct stat st;
   unsigned char hdr[HEADER];
@@ -109,16 +107,61 @@ int bci_cache_read(bc_ctx *ctx, const char *key, void **out, size_t *len) {
     bci_sha256_final(&s, d);
     ok = memcmp(d, hdr + 80, 32) == 0;
   }
-  if (!ok) {
+  if (!ok || !out) {
     free(buf);
+    return ok;
+  }
+  *out = buf;
+  *len = size;
+  return 1;
+}
+
+/* 1 hit (*out malloc'ed), 0 miss */
+int bci_cache_read(bc_ctx *ctx, const char *key, void **out, size_t *len) {
+  char dir[BCI_CACHE_DIR_MAX], sub[1000], path[1100];
+  if (bci_cache_dir(NULL, dir, sizeof dir) != BC_OK) return 0;
+  entry_path(dir, key, path, sizeof path, sub, sizeof sub);
+  if (access(path, F_OK) != 0) return 0; /* absent: a plain miss */
+  if (!read_entry(path, key, out, len)) {
     if (ctx) ctx->stats.cache_bad++;
     return 0;
   }
   /* least recently used: a hit refreshes the mtime */
   utimensat(AT_FDCWD, path, NULL, 0);
-  *out = buf;
-  *len = size;
   return 1;
+}
+
+static int is_hex64(const char *s) {
+  for (int i = 0; i < 64; i++)
+    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+  return 1;
+}
+
+int bci_cache_entry_name(const char *path, const char *name) {
+  size_t l = strlen(name), pl = strlen(path);
+  /* <dir>/<key[0..1]>/<key>.bck: the file name, and the subdirectory's two digits before it */
+  return l == 68 && strcmp(name + 64, ".bck") == 0 && is_hex64(name) && pl >= l + 3 && path[pl - l - 1] == '/' &&
+         path[pl - l - 4] == '/' && path[pl - l - 3] == name[0] && path[pl - l - 2] == name[1];
+}
+
+int bci_cache_verify_file(const char *path, const char *name) {
+  if (!bci_cache_entry_name(path, name)) return 0;
+  char key[65];
+  memcpy(key, name, 64);
+  key[64] = 0;
+  return read_entry(path, key, NULL, NULL);
+}
+
+int bci_cache_tmp_name(const char *name) {
+  /* <64 hex>.bck.<pid>.<thread>.<n>.tmp */
+  size_t l = strlen(name);
+  if (l < 68 + 4 + 6 || !is_hex64(name) || strncmp(name + 64, ".bck.", 5) != 0 || strcmp(name + l - 4, ".tmp") != 0) return 0;
+  int dots = 0;
+  for (size_t i = 69; i < l - 4; i++) {
+    if (name[i] == '.') dots++;
+    else if (name[i] < '0' || name[i] > '9') return 0;
+  }
+  return dots == 2;
 }
 
 typedef struct cfile {
@@ -163,8 +206,13 @@ typedef struct scan {
 
 static void scan_one(const char *path, const char *name, void *user) {
   scan *sc = user;
-  size_t l = strlen(name);
-  if (l < 5 || strcmp(name + l - 4, ".bck") != 0) return;
+  if (bci_cache_tmp_name(name)) {
+    /* a writer's temporary file: in flight, or left by a writer that was killed (an hour old) */
+    struct stat st;
+    if (stat(path, &st) == 0 && st.st_mtime < time(NULL) - 3600) unlink(path);
+    return;
+  }
+  if (!bci_cache_entry_name(path, name)) return; /* only the cache's own entries count */
   if (sc->n == sc->cap) {
     size_t cap = sc->cap ? 2 * sc->cap : 256;
     cfile *nv = realloc(sc->v, cap * sizeof *nv);
@@ -202,16 +250,23 @@ size_t bci_cache_scan(const char *dir, size_t *files, uint64_t *bytes, uint64_t 
   return removed;
 }
 
-uint64_t bci_cache_cap(void) {
+uint64_t bci_cache_cap(int *bad) {
   const char *c = getenv("BLOCKCAST_CACHE_MAX_MB");
-  long long mb = c && *c ? atoll(c) : 1024;
-  if (mb < 1) mb = 1;
+  if (bad) *bad = 0;
+  if (!c || !*c) return (uint64_t)1024 << 20;
+  char *end = NULL;
+  errno = 0;
+  unsigned long long mb = strtoull(c, &end, 10);
+  if (errno || end == c || *end || c[0] == '-' || mb < 1 || mb > ((unsigned long long)1 << 40)) {
+    if (bad) *bad = 1;
+    return (uint64_t)1024 << 20;
+  }
   return (uint64_t)mb << 20;
 }
 
 /* Best effort: a failure to write is not an error (the kernel is used anyway). */
 void bci_cache_write(bc_ctx *ctx, const char *key, const void *data, size_t len) {
-  char dir[900], sub[1000], path[1100];
+  char dir[BCI_CACHE_DIR_MAX], sub[1000], path[1100];
   if (bci_cache_dir(NULL, dir, sizeof dir) != BC_OK) return;
   entry_path(dir, key, path, sizeof path, sub, sizeof sub);
   if (bci_mkdir_p(sub) != 0) return;
@@ -226,5 +281,5 @@ void bci_cache_write(bc_ctx *ctx, const char *key, const void *data, size_t len)
   bci_sha256_final(&s, hdr + 80);
   if (bci_write_atomic(path, hdr, HEADER, data, len) != 0) return;
   if (ctx) ctx->stats.cache_writes++;
-  bci_cache_scan(dir, NULL, NULL, bci_cache_cap());
+  bci_cache_scan(dir, NULL, NULL, bci_cache_cap(NULL));
 }

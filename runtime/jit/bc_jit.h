@@ -99,14 +99,24 @@ typedef struct bci_kmap_entry {
 } bci_kmap_entry;
 
 /* ---- disk cache (bc_cache.c) ---- */
+#define BCI_CACHE_DIR_MAX 900 /* bytes of the cache directory's path, its NUL included */
+/* the cache directory into out[BCI_CACHE_DIR_MAX]; a path that does not fit is an error */
 BCI_HIDDEN bc_status bci_cache_dir(bc_ctx *ctx, char *out, size_t n);
 BCI_HIDDEN void bci_cache_key(const char *src, size_t len, const char *const *opts, int nopts, const char *compiler,
                               char out[65]);
 BCI_HIDDEN int bci_cache_read(bc_ctx *ctx, const char *key, void **out, size_t *len);
+/* `blockcast cache`: the file at path (name: its file name) is a cache entry, named by its key in
+ * the subdirectory of the key's first two digits, whole and valid (its mtime untouched) */
+BCI_HIDDEN int bci_cache_entry_name(const char *path, const char *name);
+BCI_HIDDEN int bci_cache_verify_file(const char *path, const char *name);
+/* a temporary file of a cache writer (bci_write_atomic: <key>.bck.<pid>.<thread>.<n>.tmp) */
+BCI_HIDDEN int bci_cache_tmp_name(const char *name);
 BCI_HIDDEN void bci_cache_write(bc_ctx *ctx, const char *key, const void *data, size_t len);
 BCI_HIDDEN size_t bci_cache_scan(const char *dir, size_t *files, uint64_t *bytes, uint64_t cap);
 BCI_HIDDEN void bci_cache_foreach(const char *dir, void (*fn)(const char *path, const char *name, void *user), void *user);
-BCI_HIDDEN uint64_t bci_cache_cap(void);
+/* $BLOCKCAST_CACHE_MAX_MB in bytes (default 1024 MiB); *bad (may be NULL) = 1 when it is set but
+ * not a whole number of MiB from 1 to 2^40 (the default is then used) */
+BCI_HIDDEN uint64_t bci_cache_cap(int *bad);
 
 /* ---- NVRTC (bc_nvrtc.c) ---- */
 #define BCI_NVRTC_NOPTS 8
