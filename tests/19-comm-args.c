@@ -171,6 +171,12 @@ static void local_and_collectives(void) {
     bq.stochastic_rounding = 1;
     ERR_HAS(bc_shard_cast(ctx, c[0], 2, sh, (bc_qtensor[2]){ sq[0], bq }, NULL), BC_ERR_ARG, "stochastic rounding is not offered",
             "shard_cast SR");
+    {
+      bc_shard gs = sh[1];
+      gs.given_scale = 1; /* on mxfp8_e4m3: a block format */
+      ERR_HAS(bc_shard_cast(ctx, c[0], 2, (bc_shard[2]){ sh[0], gs }, sq, NULL), BC_ERR_ARG,
+              "bc_shard_cast: weight 1: given_scale is set, but format 'mxfp8_e4m3' scales blocks", "shard_cast given_scale on a block format");
+    }
     bq = sq[1];
     bq.format = m4;
     bq.cols = 15;
@@ -200,6 +206,27 @@ static void local_and_collectives(void) {
             "weight 1: q->rowwise_scale_inv is misaligned; format 'fp8_block_128x128' stores 4-byte scales", "shard_cast misaligned scales");
     is_int(bc_shard_cast(ctx, c[0], 0, NULL, NULL, NULL), BC_OK, "shard_cast of no weights does nothing");
     ERR_HAS(bc_shard_finish(ctx, 2, NULL, NULL), BC_ERR_ARG, "'q' is NULL", "shard_finish NULL q");
+    {
+      /* a 2D-block spec whose columnwise data is row-major (not the transpose finish builds; per-tensor
+       * specs must take transposed columnwise data) */
+      char path[128];
+      snprintf(path, sizeof path, "/tmp/bc-fp8rm-%ld.lua", (long)getpid());
+      FILE *fp = fopen(path, "wb");
+      fputs("name = \"fp8_rowmajor_col\"\ndescription = \"t\"\nelement = \"e4m3\"\nblock = { rows = 128, cols = 128 }\n"
+            "scale = { type = \"fp32\", rule = \"amax\" }\n"
+            "rowwise = { layout = \"rowmajor\", scale_layout = { order = \"rowmajor\", pad_rows = 1, pad_cols = 1 } }\n"
+            "columnwise = { layout = \"rowmajor\", scale_layout = { order = \"rowmajor\", pad_rows = 1, pad_cols = 1 } }\n", fp);
+      fclose(fp);
+      const bc_format *rm = NULL;
+      is_int(bc_format_load(ctx, path, &rm), BC_OK, "a 2D-block spec with row-major columnwise data loads");
+      unlink(path);
+      if (rm) {
+        bc_qtensor qr = { rm, 4, 16, fake, fake, fake, fake, fake, fake, 0, 0, 0, 0 };
+        ERR_HAS(bc_shard_finish(ctx, 1, &qr, NULL), BC_ERR_UNSUPPORTED,
+                "bc_shard_finish: weight 0: format 'fp8_rowmajor_col' stores its columnwise data untransposed",
+                "shard_finish refuses untransposed columnwise data");
+      }
+    }
     bc_qtensor fq = { b2, 128, 128, NULL, fake, fake, fake, NULL, NULL, 0, 0, 0, 0 };
     ERR_HAS(bc_shard_finish(ctx, 2, (bc_qtensor[2]){ sq[0], fq }, NULL), BC_ERR_ARG,
             "bc_shard_finish: weight 1: q needs rowwise_data and rowwise_scale_inv", "shard_finish without the rowwise copy");

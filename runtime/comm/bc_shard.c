@@ -146,6 +146,9 @@ static bc_status check_entry(bc_ctx *ctx, int64_t i, const bc_shard *sh, const b
   if (q->stochastic_rounding)
     return bci_fail(ctx, BC_ERR_ARG, "%s: weight %lld: stochastic rounding is not offered for the sharded cast; clear "
                     "q->stochastic_rounding", FN, (long long)i);
+  if (sh->given_scale && f->block != BC_BLOCK_TENSOR)
+    return bci_fail(ctx, BC_ERR_ARG, "%s: weight %lld: given_scale is set, but format '%s' scales blocks (a given scale is for "
+                    "per-tensor formats); clear it", FN, (long long)i, f->name);
   memset(w, 0, sizeof *w);
   w->f = f;
   w->R = q->rows, w->C = q->cols;
@@ -686,6 +689,12 @@ bc_status bc_shard_finish(bc_ctx *ctx, int64_t n, const bc_qtensor *q, void *str
     if (!bci_aligned(e->rowwise_scale_inv, sa) || !bci_aligned(e->columnwise_scale_inv, sa)) {
       s = bci_fail(ctx, BC_ERR_ARG, "%s: weight %lld: a scale_inv pointer is misaligned; format '%s' stores %zu-byte scales", fn,
                    (long long)i, f->name, sa);
+      break;
+    }
+    if (!f->has_rowwise || !f->columnwise_transposed) {
+      s = bci_fail(ctx, BC_ERR_UNSUPPORTED, "%s: weight %lld: format '%s' %s; the columnwise copy of per-tensor and 2D-block formats "
+                   "is built by transposing the rowwise data, so it takes formats with a rowwise direction and transposed columnwise "
+                   "data", fn, (long long)i, f->name, !f->has_rowwise ? "has no rowwise direction" : "stores its columnwise data untransposed");
       break;
     }
     if (f->block == BC_BLOCK_2D && f->block_rows != f->block_cols) {
