@@ -478,7 +478,8 @@ BC_API bc_status bc_all_gather(bc_ctx *ctx, bc_comm *comm, const bc_tensor *x, c
  * scale_inv are xq's; a rank without rows computes them from the group's amax as
  * bc_quantize_comm does, so with a scale of the caller's own (delayed scaling, bc_quantize_cast)
  * every rank needs rows (not checked: a rank cannot see the others' scales). out's
- * stochastic_rounding must be clear (xq's codes travel as they were rounded). */
+ * stochastic_rounding must be clear (xq's codes travel as they were rounded). xq->scale_swizzled
+ * is the same on every rank, a rank without rows included (it sizes every rank's scale piece). */
 BC_API bc_status bc_all_gather_quantized(bc_ctx *ctx, bc_comm *comm, const bc_qtensor *xq, const int64_t *rows, bc_qtensor *out,
                                          void *stream);
 
