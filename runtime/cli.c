@@ -475,6 +475,9 @@ int main(int argc, char **argv) {
     fputs(usage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
+  /* the commands that take no format run whatever $BLOCKCAST_SPEC_PATH holds (a bad entry there
+   * must not keep `cache clear` or `comm-id` from working) */
+  if (strcmp(argv[1], "cache") == 0 || strcmp(argv[1], "comm-id") == 0) unsetenv("BLOCKCAST_SPEC_PATH");
   bc_ctx *ctx;
   char err[4096];
   bc_status s = bc_ctx_create(&ctx, err, sizeof err);
