@@ -140,7 +140,7 @@ static int is_hex64(const char *s) {
 int bci_cache_entry_name(const char *path, const char *name) {
   size_t l = strlen(name), pl = strlen(path);
   /* <dir>/<key[0..1]>/<key>.bck: the file name, and the subdirectory's two digits before it */
-  return l == 68 && strcmp(name + 64, ".bck") == 0 && is_hex64(name) && pl >= l + 3 && path[pl - l - 1] == '/' &&
+  return l == 68 && strcmp(name + 64, ".bck") == 0 && is_hex64(name) && pl >= l + 4 && path[pl - l - 1] == '/' &&
          path[pl - l - 4] == '/' && path[pl - l - 3] == name[0] && path[pl - l - 2] == name[1];
 }
 
