@@ -34,6 +34,15 @@ static const char *usage =
   "                                               blockcast tune --help)\n";
 
 
+int whole_number(const char *s, long long *out) {
+  char *end = NULL;
+  errno = 0;
+  long long x = strtoll(s, &end, 10);
+  if (errno || end == s || *end) return 0;
+  *out = x;
+  return 1;
+}
+
 static int die(bc_ctx *ctx, bc_status s, const char *what) {
   fprintf(stderr, "blockcast: %s: %s: %s\n", what, bc_status_string(s), ctx ? bc_last_error(ctx) : "");
   return 1;
@@ -306,9 +315,8 @@ static int cmd_aot(bc_ctx *ctx, int argc, char **argv) {
     else if (strcmp(argv[i], "--objdir") == 0 && i + 1 < argc) objdir = argv[++i];
     else if (strcmp(argv[i], "--arch") == 0 && i + 1 < argc && narch < 16) archs[narch++] = argv[++i];
     else if (strcmp(argv[i], "-j") == 0 && i + 1 < argc) {
-      char *end = NULL;
-      long j = strtol(argv[++i], &end, 10);
-      if (end == argv[i] || *end || j < 1 || j > 4096) {
+      long long j;
+      if (!whole_number(argv[++i], &j) || j < 1 || j > 4096) {
         fprintf(stderr, "blockcast aot: -j %s: expected a whole number of jobs, 1 .. 4096\n", argv[i]);
         return 2;
       }

@@ -13,6 +13,8 @@ typedef struct names {
 /* the callback that appends a copy of `name` to the names at `user` (exits on out of memory) */
 void collect(const char *name, void *user);
 void names_free(names *ns);
+/* 1 when s is a whole decimal number with nothing after it (into *out), else 0 */
+int whole_number(const char *s, long long *out);
 
 /* blockcast tune (tune.c) */
 int bc_cli_tune(bc_ctx *ctx, int argc, char **argv);

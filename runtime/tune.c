@@ -790,15 +790,6 @@ static int measure(bc_ctx *plain, bc_ctx *tune, tkern *k, const char *base_text,
 
 /* ---- the command ---- */
 
-/* a whole decimal number with nothing after it */
-static int whole(const char *s, long long *out) {
-  char *end = NULL;
-  errno = 0;
-  long long x = strtoll(s, &end, 10);
-  if (errno || end == s || *end) return 0;
-  *out = x;
-  return 1;
-}
 
 static int bad_number(const char *opt, const char *v, const char *want) {
   fprintf(stderr, "blockcast tune: %s %s: expected %s\n", opt, v, want);
@@ -832,11 +823,11 @@ static int parse(int argc, char **argv, topts *o) {
     else if (strcmp(a, "--list") == 0) o->list = 1;
     else if (strcmp(a, "--size") == 0 && v) {
       long long sz;
-      if (!whole(argv[++i], &sz)) return bad_number(a, v, "a whole number of rows and columns, 256 .. 32768");
+      if (!whole_number(argv[++i], &sz)) return bad_number(a, v, "a whole number of rows and columns, 256 .. 32768");
       o->size = sz;
     } else if (strcmp(a, "--reps") == 0 && v) {
       long long r;
-      if (!whole(argv[++i], &r) || r < 0 || r > 100000) return bad_number(a, v, "a whole number, 5 .. 1000");
+      if (!whole_number(argv[++i], &r) || r < 0 || r > 100000) return bad_number(a, v, "a whole number, 5 .. 1000");
       o->reps = (int)r;
     } else if (strcmp(a, "--min-gain") == 0 && v) {
       char *end = NULL;
@@ -844,7 +835,7 @@ static int parse(int argc, char **argv, topts *o) {
       if (end == v || *end || !isfinite(o->min_gain)) return bad_number(a, v, "a percentage, 0 .. 50");
     } else if (strcmp(a, "-j") == 0 && v) {
       long long j;
-      if (!whole(argv[++i], &j) || j < 0 || j > 100000) return bad_number(a, v, "a whole number of compile jobs, 1 .. 256");
+      if (!whole_number(argv[++i], &j) || j < 0 || j > 100000) return bad_number(a, v, "a whole number of compile jobs, 1 .. 256");
       o->jobs = (int)j;
     }
     else if (strcmp(a, "--out") == 0 && v) o->out = argv[++i];
