@@ -213,8 +213,9 @@ def shard_cast(shards, comm, *, columnwise=False, swizzled=False, scales=None):
     per-tensor and two-level formats: amax and scale, the group's). The ranks' data and block
     scale buffers summed byte by byte (torch.distributed.all_reduce of uint8 views, SUM) are
     bit-identical to quantize() of the whole weight; not the per-tensor formats' scale_inv, amax
-    and scale, which every rank already holds (summed, they would be W times too large). columnwise: 1D-block formats cast both
-    directions here; per-tensor and 2D formats build theirs after the gather (shard_finish).
+    and scale, which every rank already holds (summed, they would be W times too large).
+    columnwise: 1D-block formats cast both directions here; per-tensor and 2D formats build theirs
+    after the gather (shard_finish).
     scales: None (current scaling) or, per weight, None or a float32 CUDA tensor of one element
     holding a given scale (delayed scaling, per-tensor formats)."""
     h = _comm("shard_cast", comm)
