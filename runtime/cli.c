@@ -96,11 +96,30 @@ static const char *aot_archs(bc_ctx *ctx, const char *name, char *buf, size_t n)
   return buf;
 }
 
+/* An argument a command did not take: --help (usage, exit 0), an option that needs a value
+ * without one, one given too often (--arch: at most 16), or an unknown argument (exit 2). */
+static int arg_error(const char *cmd, char **argv, int i, int argc) {
+  static const char *valued[] = { "--arch", "--out", "--spec", "--format", "--objdir", "-j" };
+  const char *a = argv[i];
+  if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+    fputs(usage, stdout);
+    return 0;
+  }
+  for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
+    if (strcmp(a, valued[k]) == 0) {
+      if (i + 1 >= argc) fprintf(stderr, "blockcast %s: option %s needs a value\n", cmd, a);
+      else fprintf(stderr, "blockcast %s: %s given too often (at most 16)\n", cmd, a);
+      return 2;
+    }
+  fprintf(stderr, "blockcast %s: unknown argument '%s'\n%s", cmd, a, usage);
+  return 2;
+}
+
 static int cmd_list(bc_ctx *ctx, int argc, char **argv) {
   const char *arch = NULL;
   for (int i = 0; i < argc; i++) {
     if (strcmp(argv[i], "--arch") == 0 && i + 1 < argc) arch = argv[++i];
-    else { fprintf(stderr, "blockcast list: unknown argument '%s'\n%s", argv[i], usage); return 2; }
+    else return arg_error("list", argv, i, argc);
   }
   bc_status s = bci_aot_index(ctx);
   if (s != BC_OK) return die(ctx, s, "list");
@@ -142,7 +161,7 @@ static int cmd_gen(bc_ctx *ctx, int argc, char **argv) {
     if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) out = argv[++i];
     else if (strcmp(argv[i], "--spec") == 0 && i + 1 < argc) spec = argv[++i];
     else if (strcmp(argv[i], "--arch") == 0 && i + 1 < argc && narch < 16) archs[narch++] = argv[++i];
-    else { fprintf(stderr, "blockcast gen: unknown argument '%s'\n%s", argv[i], usage); return 2; }
+    else return arg_error("gen", argv, i, argc);
   }
   if (!out) { fprintf(stderr, "blockcast gen: --out DIR is required\n%s", usage); return 2; }
   if (narch == 0) { archs[0] = "sm_90"; archs[1] = "sm_100a"; narch = 2; }
@@ -196,7 +215,7 @@ static int cmd_compile(bc_ctx *ctx, int argc, char **argv) {
     else if (strcmp(argv[i], "--spec") == 0 && i + 1 < argc) spec = argv[++i];
     else if (strcmp(argv[i], "--all") == 0) all = 1;
     else if (strcmp(argv[i], "--arch") == 0 && i + 1 < argc && narch < 16) archs[narch++] = argv[++i];
-    else { fprintf(stderr, "blockcast compile: unknown argument '%s'\n%s", argv[i], usage); return 2; }
+    else return arg_error("compile", argv, i, argc);
   }
   if (!!fmt + !!spec + all != 1) { fprintf(stderr, "blockcast compile: give one of --format NAME, --spec FILE, --all\n%s", usage); return 2; }
   if (narch == 0) { archs[0] = "sm_90"; archs[1] = "sm_100a"; narch = 2; }
@@ -322,7 +341,7 @@ static int cmd_aot(bc_ctx *ctx, int argc, char **argv) {
       }
       jobs = (int)j;
     }
-    else { fprintf(stderr, "blockcast aot: unknown argument '%s'\n%s", argv[i], usage); return 2; }
+    else return arg_error("aot", argv, i, argc);
   }
   if (!out || !objdir || narch == 0) { fprintf(stderr, "blockcast aot: --out, --objdir and --arch are required\n%s", usage); return 2; }
   if (jobs < 1) jobs = 1;

@@ -791,6 +791,15 @@ static int measure(bc_ctx *plain, bc_ctx *tune, tkern *k, const char *base_text,
 /* ---- the command ---- */
 
 
+/* the options that take a value (a name alone, not a prefix of one: --f is not --format) */
+static int takes_value(const char *a) {
+  static const char *valued[] = { "--format", "--family", "--dtype", "--dir", "--kernel", "--size", "--reps", "--min-gain", "-j",
+                                  "--out", "--arch" };
+  for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
+    if (strcmp(a, valued[k]) == 0) return 1;
+  return 0;
+}
+
 static int bad_number(const char *opt, const char *v, const char *want) {
   fprintf(stderr, "blockcast tune: %s %s: expected %s\n", opt, v, want);
   return 2;
@@ -840,7 +849,7 @@ static int parse(int argc, char **argv, topts *o) {
     }
     else if (strcmp(a, "--out") == 0 && v) o->out = argv[++i];
     else if (strcmp(a, "--arch") == 0 && v) o->arch = argv[++i];
-    else if (!v && a[0] == '-' && strstr(tune_usage, a) && strcmp(a, "-") != 0) {
+    else if (!v && takes_value(a)) {
       fprintf(stderr, "blockcast tune: option %s needs a value (see blockcast tune --help)\n", a);
       return 2;
     } else {

@@ -37,6 +37,8 @@ if ! command -v nvidia-smi >/dev/null 2>&1; then
 else
   echo "ok $((n=n+1)) - # SKIP a GPU is present (tune runs on the GPU tier)"
 fi
+$BIN gen --out "$tmp/ga" --arch 2> "$tmp/na.log"; rc1=$?; $BIN list --help > "$tmp/lh.log"; rc2=$?; $BIN tune --list --f 2> "$tmp/tf.log"; rc3=$?
+t "an option without its value is named; --help per command; tune's --f is not --format" '[ $rc1 -eq 2 ] && grep -q "blockcast gen: option --arch needs a value" "$tmp/na.log" && [ $rc2 -eq 0 ] && grep -q "usage: blockcast" "$tmp/lh.log" && [ $rc3 -eq 2 ] && grep -q "unknown argument '"'"'--f'"'"'" "$tmp/tf.log"'
 $BIN frobnicate 2> "$tmp/u.log"; rc=$?
 t "an unknown command prints usage and exits 2" '[ $rc -eq 2 ] && grep -q "usage: blockcast" "$tmp/u.log"'
 export BLOCKCAST_CACHE_DIR="$tmp/cache"

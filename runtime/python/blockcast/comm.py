@@ -30,7 +30,7 @@ __all__ = ["Comm", "comm_id", "amax_allreduce", "quantize_comm", "all_gather", "
 class Comm:
     """One rank's communicator. Comm.local(n) makes the n ranks of a local group, Comm.nccl(...)
     an NCCL one from an id file or environment variable, Comm.from_nccl(ptr) wraps an ncclComm_t
-    made elsewhere. close() (or garbage collection) releases it."""
+    made elsewhere. close() (or leaving a `with` block, or garbage collection) releases it."""
 
     __slots__ = ("_h", "__weakref__")
 
@@ -78,6 +78,13 @@ class Comm:
         if self._h is not None:
             C.bc_comm_destroy(self._h)
             self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
 
     def __del__(self):
         try:

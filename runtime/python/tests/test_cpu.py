@@ -339,6 +339,9 @@ def test_comm_cpu():
     assert repr(comms[0]) == "Comm(closed)"
     raises(lambda: comms[0].rank, "BC_ERR_ARG", "closed")
     raises(lambda: bc.Comm.local(0), "BC_ERR_ARG", "nranks is 0; expected 1 to 64 ranks")
+    with bc.Comm.local(1)[0] as c:
+        assert c.size == 1
+    assert repr(c) == "Comm(closed)"
     (one,) = bc.Comm.local(1)
     x = torch.zeros(4, 64, dtype=torch.bfloat16)
     raises(lambda: bc.all_gather(x, "mxfp8_e4m3", one), "BC_ERR_ARG", "x is on cpu")
