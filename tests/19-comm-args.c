@@ -39,6 +39,20 @@ static void *allreduce_rank(void *p) {
   return NULL;
 }
 
+/* a spec written to a temporary file and loaded (NULL when it does not load) */
+static const bc_format *load_spec_text(const char *tag, const char *text) {
+  char path[128];
+  snprintf(path, sizeof path, "/tmp/bc-%s-%ld.lua", tag, (long)getpid());
+  FILE *fp = fopen(path, "wb");
+  if (!fp) return NULL;
+  fputs(text, fp);
+  fclose(fp);
+  const bc_format *f = NULL;
+  if (bc_format_load(ctx, path, &f) != BC_OK) f = NULL;
+  unlink(path);
+  return f;
+}
+
 static void local_and_collectives(void) {
   bc_comm *c[64];
   ERR_HAS(bc_comm_create_local(ctx, 0, c), BC_ERR_ARG, "nranks is 0; expected 1 to 64 ranks", "create_local 0 ranks");
@@ -92,17 +106,10 @@ static void local_and_collectives(void) {
   ERR_HAS(bc_all_gather(ctx, c[0], &x, rows1, &q6, NULL), BC_ERR_UNSUPPORTED,
           "bc_all_gather: format 'mxfp6_e2m3' has 6-bit elements; the collectives take formats of 8- or 4-bit elements",
           "all_gather refuses 6-bit elements");
-  {
-    char path[128];
-    snprintf(path, sizeof path, "/tmp/bc-nanblock-%ld.lua", (long)getpid());
-    FILE *fp = fopen(path, "wb");
-    fputs("name = \"mxfp8_nanblock\"\ndescription = \"t\"\nelement = \"e4m3\"\nblock = { rows = 1, cols = 32 }\n"
-          "scale = { type = \"e8m0\", rule = \"rceil\" }\nnan_policy = \"scale_nan\"\n"
-          "rowwise = { layout = \"rowmajor\", scale_layout = { order = \"rowmajor\", pad_rows = 128, pad_cols = 4 } }\n", fp);
-    fclose(fp);
-    is_int(bc_format_load(ctx, path, &nb), BC_OK, "a scale_nan spec loads");
-    unlink(path);
-  }
+  nb = load_spec_text("nanblock", "name = \"mxfp8_nanblock\"\ndescription = \"t\"\nelement = \"e4m3\"\nblock = { rows = 1, cols = 32 }\n"
+                      "scale = { type = \"e8m0\", rule = \"rceil\" }\nnan_policy = \"scale_nan\"\n"
+                      "rowwise = { layout = \"rowmajor\", scale_layout = { order = \"rowmajor\", pad_rows = 128, pad_cols = 4 } }\n");
+  ok(nb != NULL, "a scale_nan spec loads");
   bc_qtensor qn = { nb, 4, 64, fake, fake, NULL, NULL, NULL, NULL, 0, 0, 0, 0 };
   ERR_HAS(bc_all_gather(ctx, c[0], &x, rows1, &qn, NULL), BC_ERR_UNSUPPORTED,
           "format 'mxfp8_nanblock' marks blocks holding NaN (nan_policy \"scale_nan\")", "all_gather refuses scale_nan");
@@ -209,17 +216,12 @@ static void local_and_collectives(void) {
     {
       /* a 2D-block spec whose columnwise data is row-major (not the transpose finish builds; per-tensor
        * specs must take transposed columnwise data) */
-      char path[128];
-      snprintf(path, sizeof path, "/tmp/bc-fp8rm-%ld.lua", (long)getpid());
-      FILE *fp = fopen(path, "wb");
-      fputs("name = \"fp8_rowmajor_col\"\ndescription = \"t\"\nelement = \"e4m3\"\nblock = { rows = 128, cols = 128 }\n"
-            "scale = { type = \"fp32\", rule = \"amax\" }\n"
-            "rowwise = { layout = \"rowmajor\", scale_layout = { order = \"rowmajor\", pad_rows = 1, pad_cols = 1 } }\n"
-            "columnwise = { layout = \"rowmajor\", scale_layout = { order = \"rowmajor\", pad_rows = 1, pad_cols = 1 } }\n", fp);
-      fclose(fp);
-      const bc_format *rm = NULL;
-      is_int(bc_format_load(ctx, path, &rm), BC_OK, "a 2D-block spec with row-major columnwise data loads");
-      unlink(path);
+      const bc_format *rm = load_spec_text(
+          "fp8rm", "name = \"fp8_rowmajor_col\"\ndescription = \"t\"\nelement = \"e4m3\"\nblock = { rows = 128, cols = 128 }\n"
+                   "scale = { type = \"fp32\", rule = \"amax\" }\n"
+                   "rowwise = { layout = \"rowmajor\", scale_layout = { order = \"rowmajor\", pad_rows = 1, pad_cols = 1 } }\n"
+                   "columnwise = { layout = \"rowmajor\", scale_layout = { order = \"rowmajor\", pad_rows = 1, pad_cols = 1 } }\n");
+      ok(rm != NULL, "a 2D-block spec with row-major columnwise data loads");
       if (rm) {
         bc_qtensor qr = { rm, 4, 16, fake, fake, fake, fake, fake, fake, 0, 0, 0, 0 };
         ERR_HAS(bc_shard_finish(ctx, 1, &qr, NULL), BC_ERR_UNSUPPORTED,

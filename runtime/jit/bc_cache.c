@@ -73,11 +73,12 @@ void bci_cache_key(const char *src, size_t len, const char *const *opts, int nop
   for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", d[i]);
 }
 
-/* The entry at path for key: 1 whole and valid (*out malloc'ed, when out is not NULL), 0 not */
+/* The entry at path for key: 1 whole and valid (*out malloc'ed, when out is not NULL), 0 not,
+ * -1 absent */
 static int read_entry(const char *path, const char *key, void **out, size_t *len) {
   /* O_NONBLOCK: a FIFO in the cache must not hang the open; only regular files are entries */
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
-  if (fd < 0) return 0;
+  if (fd < 0) return errno == ENOENT ? -1 : 0;
   struct stat st;
   unsigned char hdr[HEADER];
   int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= HEADER && read(fd, hdr, HEADER) == HEADER &&
@@ -121,8 +122,9 @@ int bci_cache_read(bc_ctx *ctx, const char *key, void **out, size_t *len) {
   char dir[BCI_CACHE_DIR_MAX], sub[1000], path[1100];
   if (bci_cache_dir(NULL, dir, sizeof dir) != BC_OK) return 0;
   entry_path(dir, key, path, sizeof path, sub, sizeof sub);
-  if (access(path, F_OK) != 0) return 0; /* absent: a plain miss */
-  if (!read_entry(path, key, out, len)) {
+  int got = read_entry(path, key, out, len);
+  if (got < 0) return 0; /* absent: a plain miss */
+  if (got == 0) {
     if (ctx) ctx->stats.cache_bad++;
     return 0;
   }
@@ -149,7 +151,7 @@ int bci_cache_verify_file(const char *path, const char *name) {
   char key[65];
   memcpy(key, name, 64);
   key[64] = 0;
-  return read_entry(path, key, NULL, NULL);
+  return read_entry(path, key, NULL, NULL) == 1;
 }
 
 int bci_cache_tmp_name(const char *name) {
