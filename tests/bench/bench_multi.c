@@ -10,7 +10,9 @@
  *               bf16 gather; and the rank's
  *               rows quantized alone (bc_quantize, no communication); bc_all_gather_quantized of
  *               those rows already quantized (the collective's own cost: its overhead over the
- *               raw gather of the same bytes), and a cast with the scale known (delayed scaling,
+ *               raw gather of the same bytes; and over NCCL's own gather of the same two pieces,
+ *               data and block scales, from buffers of their own: a second NCCL operation costs
+ *               its own latency), and a cast with the scale known (delayed scaling,
  *               bc_quantize_cast) followed by that gather, against the bf16 gather;
  * before them NCCL's own curve (a raw ncclAllGather, and the same gather as grouped ncclSend /
  * ncclRecv, of 8 to 512 MiB per rank);
@@ -43,6 +45,9 @@ typedef struct job {
   float *vec;
   size_t nvec;
   int rank, W; /* do_nccl_sendrecv */
+  const void *send2; /* do_nccl_*_two: a second piece, in buffers of its own */
+  void *recv2;
+  size_t bytes2;
 } job;
 
 static int do_nccl_gather(int i, void *u) {
@@ -59,6 +64,31 @@ static int do_nccl_sendrecv(int i, void *u) {
     if (r == me) continue;
     bad = j->nc->send((char *)j->recv + (size_t)me * j->bytes, j->bytes, MT_UINT8, r, j->nccl, NULL) != 0 ||
           j->nc->recv((char *)j->recv + (size_t)r * j->bytes, j->bytes, MT_UINT8, r, j->nccl, NULL) != 0;
+  }
+  return (j->nc->group_end() != 0) | bad;
+}
+/* two pieces in buffers of their own (a format's data and its scales), in one group, in place:
+ * what NCCL itself takes to move them, as two ncclAllGathers or as send / receive */
+static int do_nccl_gather_two(int i, void *u) {
+  (void)i;
+  job *j = u;
+  int bad = j->nc->group_start() != 0;
+  bad = bad || j->nc->allgather((char *)j->recv + (size_t)j->rank * j->bytes, j->recv, j->bytes, MT_UINT8, j->nccl, NULL) != 0 ||
+        j->nc->allgather((char *)j->recv2 + (size_t)j->rank * j->bytes2, j->recv2, j->bytes2, MT_UINT8, j->nccl, NULL) != 0;
+  return (j->nc->group_end() != 0) | bad;
+}
+static int do_nccl_sendrecv_two(int i, void *u) {
+  (void)i;
+  job *j = u;
+  int W = j->W, me = j->rank, bad = j->nc->group_start() != 0;
+  for (int p = 0; p < 2; p++) {
+    char *recv = p ? j->recv2 : j->recv;
+    size_t b = p ? j->bytes2 : j->bytes;
+    for (int r = 0; r < W && !bad; r++) {
+      if (r == me) continue;
+      bad = j->nc->send(recv + (size_t)me * b, b, MT_UINT8, r, j->nccl, NULL) != 0 ||
+            j->nc->recv(recv + (size_t)r * b, b, MT_UINT8, r, j->nccl, NULL) != 0;
+    }
   }
   return (j->nc->group_end() != 0) | bad;
 }
@@ -159,7 +189,7 @@ static int rank_main(int rank, int W, const char *dir) {
     cudaFree(rb);
   }
   if (rank == 0)
-    printf("| per rank | format | bc_all_gather ms | busbw GB/s (the format: of the bytes it sends, quantize included) | raw gather of its bytes (rounded up to 256 B; the faster of ncclAllGather and send / receive), ms | overhead | vs the bf16 gather | its rows' bc_quantize alone, ms | bc_all_gather_quantized of the rows quantized, ms | its overhead | cast with a known scale + that gather, ms | vs the bf16 gather | the cast into its rows of out + that gather in place, ms | vs the bf16 gather |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    printf("| per rank | format | bc_all_gather ms | busbw GB/s (the format: of the bytes it sends, quantize included) | raw gather of its bytes (rounded up to 256 B; the faster of ncclAllGather and send / receive), ms | overhead | vs the bf16 gather | its rows' bc_quantize alone, ms | bc_all_gather_quantized of the rows quantized, ms | its overhead | NCCL's raw gather of its two pieces (data, scales: buffers of their own, in place), ms | the collective's overhead over that | cast with a known scale + that gather, ms | vs the bf16 gather | the cast into its rows of out + that gather in place, ms | vs the bf16 gather |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   const int64_t K = 8192;
   const char *fmts[] = { "fp8_e4m3_tensor", "mxfp8_e4m3", "nvfp4" };
   for (int mb = 64; mb <= 256; mb *= 4) {
@@ -208,6 +238,23 @@ static int rank_main(int rank, int W, const char *dir) {
       float rw = timed(do_nccl_gather, &raw, "ncclAllGather of the same bytes", rank);
       float rsr = timed(do_nccl_sendrecv, &raw, "ncclSend / ncclRecv of the same bytes", rank);
       if (rsr < rw) rw = rsr; /* the faster raw gather of those bytes */
+      /* block formats send two pieces (data, block scales) from buffers of their own: NCCL's cost
+       * for the same two pieces, in place, the faster of two ncclAllGathers and send / receive */
+      float rw2 = 0;
+      bc_format_info fi_;
+      bc_format_get_info(ctx, f, &fi_);
+      const uint64_t d_raw = (uint64_t)(M * K) * (uint64_t)fi_.element_bits / 8, d_al = (d_raw + 255) / 256 * 256;
+      const uint64_t s_al = sent > d_raw + 64 ? (sent - d_raw + 255) / 256 * 256 : 0; /* a per-tensor amax is no piece */
+      if (s_al) {
+        job two = raw;
+        void *t1 = dmalloc(d_al * (uint64_t)W), *t2 = dmalloc(s_al * (uint64_t)W);
+        two.recv = t1, two.bytes = d_al, two.recv2 = t2, two.bytes2 = s_al;
+        rw2 = timed(do_nccl_gather_two, &two, "two ncclAllGathers of the same pieces", rank);
+        float t = timed(do_nccl_sendrecv_two, &two, "ncclSend / ncclRecv of the same pieces", rank);
+        if (t < rw2) rw2 = t;
+        cudaFree(t1);
+        cudaFree(t2);
+      }
       /* the local part alone: this rank's rows quantized into a tensor of their own */
       bc_qlayout ll;
       bc_qtensor_layout(ctx, f, M, K, BC_ROWWISE, 0, &ll);
@@ -236,10 +283,16 @@ static int rank_main(int rank, int W, const char *dir) {
       cudaFree(am2);
       cudaFree(ld_);
       cudaFree(ls_);
-      if (rank == 0)
-        printf("| %d MiB | %s | %.3f | %.0f | %.3f | %+.1f%% | %.2fx | %.3f | %.3f | %+.1f%% | %.3f | %.2fx | %.3f | %.2fx |\n", mb,
-               fmts[fi], q, busbw(sent, W, q), rw, 100.0 * (q / rw - 1), bf / q, qa, gqa, 100.0 * (gqa / rw - 1), cgq, bf / cgq, cgi,
-               bf / cgi);
+      if (rank == 0) {
+        char two_ms[32] = "(one piece)", two_ov[32] = "";
+        if (rw2 > 0) {
+          snprintf(two_ms, sizeof two_ms, "%.3f", rw2);
+          snprintf(two_ov, sizeof two_ov, "%+.1f%%", 100.0 * (gqa / rw2 - 1));
+        }
+        printf("| %d MiB | %s | %.3f | %.0f | %.3f | %+.1f%% | %.2fx | %.3f | %.3f | %+.1f%% | %s | %s | %.3f | %.2fx | %.3f | %.2fx |\n", mb,
+               fmts[fi], q, busbw(sent, W, q), rw, 100.0 * (q / rw - 1), bf / q, qa, gqa, 100.0 * (gqa / rw - 1), two_ms, two_ov, cgq,
+               bf / cgq, cgi, bf / cgi);
+      }
       fflush(stdout);
       cudaFree(rd);
       cudaFree(rs);

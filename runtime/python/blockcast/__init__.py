@@ -19,7 +19,7 @@ from . import ref
 
 __version__ = "0.1.0"
 __all__ = ["BlockcastError", "Format", "Layout", "QuantizedTensor", "get_format", "formats", "layout", "load_spec", "ref",
-           "amax", "compute_scale", "quantize", "quantize_cast", "quantize_list", "dequantize", "scale_swizzle", "delayed_scale_update",
+           "amax", "compute_scale", "empty", "quantize", "quantize_cast", "quantize_list", "dequantize", "scale_swizzle", "delayed_scale_update",
            "library_path", "Comm", "comm_id", "amax_allreduce", "quantize_comm", "all_gather", "all_gather_quantized",
            "shard_cast", "shard_finish"]
 
@@ -29,14 +29,14 @@ except ImportError:  # the CPU reference with numpy needs no torch
     _torch = None
 
 if _torch is not None:
-    from .ops import (amax, compute_scale, delayed_scale_update, dequantize, quantize, quantize_cast, quantize_list,
+    from .ops import (amax, compute_scale, delayed_scale_update, dequantize, empty, quantize, quantize_cast, quantize_list,
                       scale_swizzle)
     from .comm import (Comm, all_gather, all_gather_quantized, amax_allreduce, comm_id, quantize_comm, shard_cast,
                        shard_finish)
 else:
     def _needs_torch(*a, **k):
         raise ImportError("blockcast's GPU operations take torch tensors: install torch (blockcast.ref works with numpy)")
-    amax = compute_scale = delayed_scale_update = dequantize = quantize = quantize_cast = quantize_list = _needs_torch
+    amax = compute_scale = delayed_scale_update = dequantize = empty = quantize = quantize_cast = quantize_list = _needs_torch
     scale_swizzle = _needs_torch
     Comm = all_gather = all_gather_quantized = amax_allreduce = comm_id = quantize_comm = _needs_torch
     shard_cast = shard_finish = _needs_torch

@@ -21,7 +21,7 @@ import torch
 from . import _capi as C
 from ._capi import BlockcastError
 from .core import _TORCH_DT, QuantizedTensor, check_dirs, handle
-from .ops import _check_cuda, _hp, _launch, _out, _stream
+from .ops import _check_cuda, _hp, _launch, _no_out_compiled, _out, _qt_in, _stream
 
 __all__ = ["Comm", "comm_id", "amax_allreduce", "quantize_comm", "all_gather", "all_gather_quantized", "shard_cast",
            "shard_finish"]
@@ -168,46 +168,60 @@ def quantize_comm(x, fmt, comm, *, rowwise=True, columnwise=False, swizzled=Fals
     return QuantizedTensor(f, (t.rows, t.cols), rd, rs, cd, cs, amax, scale, bool(swizzled))
 
 
-def all_gather(x, fmt, comm, *, rows=None, rowwise=True, columnwise=False, swizzled=False):
+def _gather_out(fn, f, out, total, cols, rowwise, columnwise, swizzled, dev):
+    """(bc_qtensor, result, device) of the gathered tensor: new buffers, or out's (checked)."""
+    if out is None:
+        q, (rd, rs, cd, cs, amax, scale) = _out(f, total, cols, rowwise, columnwise, swizzled, dev)
+        return q, QuantizedTensor(f, (total, cols), rd, rs, cd, cs, amax, scale, bool(swizzled)), dev
+    q, _, odev = _qt_in(fn, "out", out, fmt=f, shape=(total, cols), dirs=(rowwise, columnwise), swizzled=swizzled, dev=dev)
+    if (f.per_tensor or f.two_level) and out.amax is None or f.per_tensor and out.scale is None:
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: out has no {'amax' if out.amax is None else 'scale'}; format '{f.name}' "
+                             "writes the gathered tensor's (blockcast.empty makes one)")
+    return q, out, odev or dev
+
+
+def all_gather(x, fmt, comm, *, rows=None, rowwise=True, columnwise=False, swizzled=False, out=None):
     """The quantized all-gather along the first dimension: x is this rank's rows (leading dims
     flattened; may have 0 rows), rows every rank's row count, the same list on every rank (None:
     every rank has this rank's count; for unequal splits pass the list: over NCCL a rank cannot
     see the others' counts, and ranks that disagree corrupt the gather or wait).
     Returns the whole tensor's QuantizedTensor, bit-identical to quantize() of the concatenated
-    rows on one GPU (per-tensor and NVFP4 formats with the whole tensor's amax)."""
+    rows on one GPU (per-tensor and NVFP4 formats with the whole tensor's amax).
+    out: a QuantizedTensor of the whole shape, this format, exactly the asked directions and
+    swizzle (blockcast.empty) written in place and returned."""
     h = _comm("all_gather", comm)
+    _no_out_compiled("all_gather", out)
     f, fh = handle(fmt)
     check_dirs("all_gather", f, rowwise, columnwise)
     t = _hp_rows("all_gather", x)
     r, total = _rows_of("all_gather", comm, rows, t.rows)
-    q, (rd, rs, cd, cs, amax, scale) = _out(f, total, t.cols, rowwise, columnwise, swizzled, x.device)
+    q, res, _ = _gather_out("all_gather", f, out, total, t.cols, rowwise, columnwise, swizzled, x.device)
     q.format = fh
     _launch(x.device, C.bc_all_gather, h, ctypes.byref(t), r, ctypes.byref(q), _stream(x.device))
-    return QuantizedTensor(f, (total, t.cols), rd, rs, cd, cs, amax, scale, bool(swizzled))
+    return res
 
 
-def all_gather_quantized(q, comm, *, rows=None, rowwise=True, columnwise=False, swizzled=False):
+def all_gather_quantized(q, comm, *, rows=None, rowwise=True, columnwise=False, swizzled=False, out=None):
     """The all-gather of this rank's already quantized rows q (a QuantizedTensor, e.g. from
     quantize_comm); see blockcast.h bc_all_gather_quantized for when it is exact and when it
-    dequantizes first."""
+    dequantizes first. out: as all_gather's. Where q is out.row_slice(this rank's first row,
+    its count) (quantize_cast(..., out=that slice) wrote the rank's rows in place) the gather
+    moves nothing of the rank's own: the fastest path (delayed scaling's cast + gather)."""
     h = _comm("all_gather_quantized", comm)
-    if not isinstance(q, QuantizedTensor):
-        raise BlockcastError("BC_ERR_ARG", f"all_gather_quantized: q is a {type(q).__name__}; expected a blockcast.QuantizedTensor")
-    f, fh = handle(q.format)
+    _no_out_compiled("all_gather_quantized", out)
+    xq, f, dev = _qt_in("all_gather_quantized", "q", q)
+    fh = xq.format
     check_dirs("all_gather_quantized", f, rowwise, columnwise)
-    m, cols = q.shape
+    m, cols = (int(v) for v in q.shape)
     # (a rank without rows may have no tensor at all: the current device)
-    dev = next((t.device for t in (q.rowwise_data, q.columnwise_data, q.amax) if t is not None),
-               torch.device("cuda", torch.cuda.current_device()))
-    ptr = lambda t: t.data_ptr() if t is not None else None  # noqa: E731
-    xq = C.QTensor(fh, m, cols, ptr(q.rowwise_data), ptr(q.rowwise_scale_inv), ptr(q.columnwise_data),
-                   ptr(q.columnwise_scale_inv), ptr(q.amax), ptr(q.scale))
-    xq.scale_swizzled = 1 if q.scale_swizzled else 0
+    if dev is None:
+        dev = out.rowwise_data.device if out is not None and out.rowwise_data is not None else \
+            torch.device("cuda", torch.cuda.current_device())
     r, total = _rows_of("all_gather_quantized", comm, rows, m)
-    out, (rd, rs, cd, cs, amax, scale) = _out(f, total, cols, rowwise, columnwise, swizzled, dev)
-    out.format = fh
-    _launch(dev, C.bc_all_gather_quantized, h, ctypes.byref(xq), r, ctypes.byref(out), _stream(dev))
-    return QuantizedTensor(f, (total, cols), rd, rs, cd, cs, amax, scale, bool(swizzled))
+    oq, res, dev = _gather_out("all_gather_quantized", f, out, total, cols, rowwise, columnwise, swizzled, dev)
+    oq.format = fh
+    _launch(dev, C.bc_all_gather_quantized, h, ctypes.byref(xq), r, ctypes.byref(oq), _stream(dev))
+    return res
 
 
 def shard_cast(shards, comm, *, columnwise=False, swizzled=False, scales=None):

@@ -181,6 +181,63 @@ class QuantizedTensor(typing.NamedTuple):
     def scale_inv(self, direction="rowwise"):
         return self.rowwise_scale_inv if direction_code(direction) == C.BC_ROWWISE else self.columnwise_scale_inv
 
+    def row_slice(self, start, count):
+        """Rows [start, start + count) of the rowwise direction as a QuantizedTensor of their own
+        whose data and block scales are views of this tensor's (per-tensor formats share its
+        scale_inv, amax and scale tensors; two-level formats its amax). What a quantize writes
+        into the slice lands in place here: a rank quantizes its rows straight into its piece of
+        the all-gather's output (quantize_cast(..., out=q.row_slice(...)), then
+        all_gather_quantized(..., out=q)). Raises where the rows' buffers are not a piece of this
+        tensor's: swizzled block scales, scales not stored row by row (fp8_block_1x128's),
+        rows that are not whole blocks, or compact scales whose padding rows (the layout rounds
+        them up to 128) would cover the entries of the rows after the slice (count a multiple of
+        128 rows, or the slice ends the tensor). The columnwise direction is not sliced (the
+        result has none)."""
+        f = get_format(self.format)
+        rows, cols = (int(v) for v in self.shape)
+        start, count = int(start), int(count)
+        fn = "QuantizedTensor.row_slice"
+        if self.rowwise_data is None or self.rowwise_scale_inv is None:
+            raise BlockcastError("BC_ERR_ARG", f"{fn}: the tensor has no rowwise data and scale_inv; only the rowwise direction is sliced")
+        if start < 0 or count < 1 or start + count > rows:
+            raise BlockcastError("BC_ERR_ARG", f"{fn}: rows [{start}, {start + count}) of a tensor of {rows} rows; expected "
+                                 f"0 <= start and 1 <= count <= {rows} - start")
+        whole = _layout(f.name, rows, cols, C.BC_ROWWISE, bool(self.scale_swizzled))
+        part = _layout(f.name, count, cols, C.BC_ROWWISE, bool(self.scale_swizzled))
+        rb = whole.data_bytes // max(whole.data_rows, 1)
+        if whole.data_rows != rows or part.data_bytes != count * rb:
+            raise BlockcastError("BC_ERR_UNSUPPORTED", f"{fn}: format '{f.name}' does not store rows as equal pieces of its data")
+        data = _piece(fn, "rowwise_data", self.rowwise_data, start * rb, count * rb, data_shape(f, part))
+        if f.per_tensor:
+            return QuantizedTensor(f, (count, cols), data, self.rowwise_scale_inv, None, None, self.amax, self.scale, False)
+        if self.scale_swizzled:
+            raise BlockcastError("BC_ERR_UNSUPPORTED", f"{fn}: the block scales are swizzled (128x4 GEMM layout), where a "
+                                 "band of rows is not a piece of the buffer; slice a compact tensor (swizzled=False) and "
+                                 "swizzle after the gather (scale_swizzle)")
+        bm = f.block_rows
+        last = start + count == rows
+        if start % bm or (count % bm and not last):
+            raise BlockcastError("BC_ERR_ARG", f"{fn}: rows [{start}, {start + count}) are not whole blocks of format "
+                                 f"'{f.name}''s {bm} block rows; start (and count, unless the slice ends the tensor) "
+                                 f"must be multiples of {bm}")
+        # scale rows by data rows (1D formats; nvfp4_2d repeats a block's entry on its rows) or by block rows
+        rps = next((k for k in (1, bm) if whole.scale_valid_rows == -(-rows // k) and part.scale_valid_rows == -(-count // k)), None)
+        if rps is None:
+            raise BlockcastError("BC_ERR_UNSUPPORTED", f"{fn}: format '{f.name}' does not store its block scales row by row "
+                                 f"([{whole.scale_valid_rows}, {whole.scale_valid_cols}] entries for {rows} rows), so a band "
+                                 "of rows is no piece of them; quantize the rows into a tensor of their own")
+        s0 = start // rps
+        limit = whole.scale_rows if last else (start + count) // rps
+        if part.scale_cols != whole.scale_cols or s0 + part.scale_rows > limit:
+            raise BlockcastError("BC_ERR_ARG", f"{fn}: rows [{start}, {start + count}) of format '{f.name}': the slice's "
+                                 f"compact scales take {part.scale_rows} rows (rounded up by the layout) but only "
+                                 f"{limit - s0} are its own; pick a count whose scale rows need no padding (e.g. a multiple "
+                                 f"of {rps * 128} rows) or a slice that ends the tensor")
+        es = part.scale_elem_bytes
+        sc = _piece(fn, "rowwise_scale_inv", self.rowwise_scale_inv, s0 * whole.scale_cols * es,
+                    part.scale_rows * part.scale_cols * es, (part.scale_rows, part.scale_cols))
+        return QuantizedTensor(f, (count, cols), data, sc, None, None, self.amax if f.two_level else None, None, False)
+
 
 # ---- element and scale dtypes ----------------------------------------------------------------
 
@@ -221,6 +278,21 @@ def data_shape(f, lay):
 
 def scale_shape(f, lay):
     return (1,) if f.per_tensor else (lay.scale_rows, lay.scale_cols)
+
+
+def _piece(fn, arg, t, off, nbytes, shape):
+    """Bytes [off, off + nbytes) of the dense array t, as a view of `shape` in t's dtype."""
+    is_torch = torch is not None and isinstance(t, torch.Tensor)
+    dense = t.is_contiguous() if is_torch else bool(t.flags["C_CONTIGUOUS"])
+    esize = t.element_size() if is_torch else t.itemsize
+    have = (t.numel() if is_torch else t.size) * esize
+    if not dense or off % esize or nbytes % esize or off + nbytes > have:
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg} holds {have} bytes (contiguous: {dense}); the slice needs bytes "
+                             f"[{off}, {off + nbytes}) of a dense buffer")
+    if is_torch:  # through bytes: slicing is plain for every dtype (float4_e2m1fn_x2 included)
+        b = t.view(torch.uint8) if esize == 1 else t
+        return b.reshape(-1)[off // esize:(off + nbytes) // esize].view(shape).view(t.dtype)
+    return t.reshape(-1)[off // esize:(off + nbytes) // esize].reshape(shape)
 
 
 def flat2d(x, fn, arg, is_torch):

@@ -165,21 +165,33 @@ def _alloc_dirs(f, rows, cols, rowwise, columnwise, swizzled, dev, placeholders=
     return out
 
 
-def _cast(fn, x, name, rowwise, columnwise, swizzled, sr, seed, offset, scale, amax, placeholders=False):
+def _cast(fn, x, name, rowwise, columnwise, swizzled, sr, seed, offset, scale, amax, placeholders=False, out=None):
     """quantize (scale and amax None: computed here) or quantize_cast (given). Returns the four
-    direction tensors, the amax / scale written here (else None) and the 2D shape."""
+    direction tensors, the amax / scale written here (else None) and the 2D shape. out: a
+    QuantizedTensor written in place instead (its amax / scale: quantize's, or quantize_cast's
+    given ones copied there)."""
     f, h = handle(name)
     t = _hp(fn, x)
     check_dirs(fn, f, rowwise, columnwise)
     dev = x.device
-    rd, rs, cd, cs = _alloc_dirs(f, t.rows, t.cols, rowwise, columnwise, swizzled, dev, placeholders)
-    q = C.QTensor(h, t.rows, t.cols, rd.data_ptr() if rowwise else None, rs.data_ptr() if rowwise else None,
-                  cd.data_ptr() if columnwise else None, cs.data_ptr() if columnwise else None)
-    q.scale_swizzled = 1 if swizzled else 0
+    if out is not None:
+        q, _, _ = _qt_in(fn, "out", out, fmt=f, shape=(t.rows, t.cols), dirs=(rowwise, columnwise), swizzled=swizzled, dev=dev)
+        q.format = h
+        if fn == "quantize" and ((f.per_tensor or f.two_level) and out.amax is None or f.per_tensor and out.scale is None):
+            raise BlockcastError("BC_ERR_ARG", f"quantize: out has no {'amax' if out.amax is None else 'scale'}; format "
+                                 f"'{f.name}' writes it (blockcast.empty makes one)")
+        rd, rs, cd, cs = out.rowwise_data, out.rowwise_scale_inv, out.columnwise_data, out.columnwise_scale_inv
+    else:
+        rd, rs, cd, cs = _alloc_dirs(f, t.rows, t.cols, rowwise, columnwise, swizzled, dev, placeholders)
+        q = C.QTensor(h, t.rows, t.cols, rd.data_ptr() if rowwise else None, rs.data_ptr() if rowwise else None,
+                      cd.data_ptr() if columnwise else None, cs.data_ptr() if columnwise else None)
+        q.scale_swizzled = 1 if swizzled else 0
     if sr:
         q.stochastic_rounding, q.sr_seed, q.sr_offset = 1, seed, offset
     new_amax = new_scale = None
-    if fn == "quantize":
+    if fn == "quantize" and out is not None:
+        new_amax, new_scale = out.amax, out.scale  # q's pointers are out's (_qt_in)
+    elif fn == "quantize":
         if f.per_tensor and not placeholders:  # amax and scale: one allocation
             both = torch.empty(2, dtype=torch.float32, device=dev)
             new_amax, new_scale = both[0:1], both[1:2]
@@ -204,6 +216,10 @@ def _cast(fn, x, name, rowwise, columnwise, swizzled, sr, seed, offset, scale, a
             q.amax = _fp32_1(fn, "amax", amax, dev)
     _launch(dev, C.bc_quantize if fn == "quantize" else C.bc_quantize_cast, ctypes.byref(t), ctypes.byref(q),
             _stream(dev))
+    if out is not None and fn != "quantize":  # the given scale / amax is out's too (what a gather of it copies)
+        for given, mine in ((scale if f.per_tensor else None, out.scale), (amax if f.two_level else None, out.amax)):
+            if given is not None and mine is not None and mine.data_ptr() != given.data_ptr():
+                mine.copy_(given.reshape(1))
     return rd, rs, cd, cs, new_amax, new_scale, t.rows, t.cols
 
 
@@ -217,6 +233,74 @@ def _check_buf(fn, arg, t, nbytes, dev=None):
         raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg} holds {have} bytes; this format and shape need {nbytes} "
                              "(see blockcast.layout)")
     return t.data_ptr()
+
+
+_DIR_NAMES = ((C.BC_ROWWISE, "rowwise"), (C.BC_COLUMNWISE, "columnwise"))
+
+
+def _qt_in(fn, arg, q, *, fmt=None, shape=None, dirs=None, swizzled=None, dev=None):
+    """A QuantizedTensor's buffers as a bc_qtensor, each checked against the layout of its format
+    and shape (CUDA, one device, dense, large enough). fmt / shape / dirs ((rowwise, columnwise))
+    / swizzled: what the call needs q to be. Returns (bc_qtensor, Format, device or None)."""
+    if not isinstance(q, QuantizedTensor):
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg} is a {type(q).__name__}; expected a blockcast.QuantizedTensor")
+    f, h = handle(q.format)
+    if fmt is not None and f.name != fmt.name:
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg} is in format '{f.name}'; this call writes '{fmt.name}'")
+    rows, cols = (int(v) for v in q.shape)
+    if shape is not None and (rows, cols) != tuple(shape):
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg} has shape ({rows}, {cols}); this call needs ({shape[0]}, {shape[1]})")
+    sw = bool(q.scale_swizzled)
+    if swizzled is not None and sw != bool(swizzled) and not f.per_tensor:
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg}'s block scales are {'' if sw else 'not '}swizzled but the call "
+                             f"asks swizzled={bool(swizzled)}; pass swizzled={sw}")
+    have = (q.rowwise_data is not None, q.columnwise_data is not None)
+    if dirs is not None and have != tuple(bool(v) for v in dirs):
+        def names(p):
+            return " and ".join(n for (_, n), on in zip(_DIR_NAMES, p) if on) or "no direction"
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg} holds {names(have)} but the call asks for {names(dirs)}; pass "
+                             f"rowwise={have[0]}, columnwise={have[1]} or an {arg} with those directions")
+    c = C.QTensor(h, rows, cols)
+    c.scale_swizzled = 1 if sw else 0
+    for (d, name), data, sc in zip(_DIR_NAMES, (q.rowwise_data, q.columnwise_data), (q.rowwise_scale_inv, q.columnwise_scale_inv)):
+        if data is None and sc is None:
+            continue
+        if data is None or sc is None:
+            raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg} has {name} {'scale_inv' if data is None else 'data'} but no "
+                                 f"{'data' if data is None else 'scale_inv'}; a direction needs both")
+        if rows == 0:  # a rank without rows: nothing is read or written
+            continue
+        lay = _layout(f.name, rows, cols, d, sw)
+        dp = _check_buf(fn, f"{arg}.{name}_data", data, lay.data_bytes, dev)
+        dev = data.device
+        sp = _check_buf(fn, f"{arg}.{name}_scale_inv", sc, 4 if f.per_tensor else lay.scale_bytes, dev)
+        if d == C.BC_ROWWISE:
+            c.rowwise_data, c.rowwise_scale_inv = dp, sp
+        else:
+            c.columnwise_data, c.columnwise_scale_inv = dp, sp
+    for name in ("amax", "scale"):
+        t = getattr(q, name)
+        if t is not None:
+            setattr(c, name, _fp32_1(fn, f"{arg}.{name}", t, dev))
+            dev = t.device
+    return c, f, dev
+
+
+def empty(fmt, rows, cols, *, rowwise=True, columnwise=False, swizzled=False, device=None):
+    """A QuantizedTensor of [rows, cols] in fmt with new, uninitialized buffers of the asked
+    directions (and zeroed amax / scale where the format has them), on `device` (default: the
+    current CUDA device): the out= of quantize, quantize_cast, all_gather and
+    all_gather_quantized, reused from step to step; row_slice() of it gives a rank's rows."""
+    f = get_format(fmt)
+    check_dirs("empty", f, rowwise, columnwise)
+    rows, cols = int(rows), int(cols)
+    if rows < 1 or cols < 1:
+        raise BlockcastError("BC_ERR_ARG", f"empty: shape ({rows}, {cols}); expected at least one row and one column")
+    dev = torch.device(device) if device is not None else torch.device("cuda", torch.cuda.current_device())
+    rd, rs, cd, cs = _alloc_dirs(f, rows, cols, rowwise, columnwise, swizzled, dev)
+    amax = torch.zeros(1, dtype=torch.float32, device=dev) if (f.per_tensor or f.two_level) else None
+    scale = torch.zeros(1, dtype=torch.float32, device=dev) if f.per_tensor else None
+    return QuantizedTensor(f, (rows, cols), rd, rs, cd, cs, amax, scale, bool(swizzled) and not f.per_tensor)
 
 
 def _dequantize_impl(data, scale_inv, amax, name, rows, cols, d, swizzled, dtype):
@@ -383,14 +467,32 @@ def _result(f, shape, r, rowwise, columnwise, swizzled, amax, scale):
                            r[2] if columnwise else None, r[3] if columnwise else None, amax, scale, bool(swizzled))
 
 
-def quantize(x, fmt, *, rowwise=True, columnwise=False, swizzled=False, stochastic_rounding=False, seed=0, offset=0):
+def _no_out_compiled(fn, out):
+    if out is not None and _compiling():
+        raise BlockcastError("BC_ERR_UNSUPPORTED", f"{fn}: out= writes in place and is not traced by torch.compile; call "
+                             "it outside the compiled region, or without out=")
+
+
+def quantize(x, fmt, *, rowwise=True, columnwise=False, swizzled=False, stochastic_rounding=False, seed=0, offset=0, out=None):
     """Quantize x (a CUDA float32 / bfloat16 / float16 tensor, leading dims flattened into rows)
     into every asked direction in one read: current scaling for per-tensor formats (amax and
     scale computed here), block scales for block formats, the global amax for two-level
     formats (NVFP4). swizzled: block scales in the 128x4 GEMM layout. stochastic_rounding: keyed by
     (seed, offset); offset may be a counter (a CPU int64 tensor of one element) that the call reads
-    and increments, which torch.compile carries from step to step. Returns a QuantizedTensor."""
+    and increments, which torch.compile carries from step to step. Returns a QuantizedTensor.
+    out: a QuantizedTensor of x's 2D shape, this format, exactly the asked directions and
+    swizzle (blockcast.empty, or a row_slice of a larger one) written in place and returned
+    (eager only)."""
     f = get_format(fmt)
+    _no_out_compiled("quantize", out)
+    if out is not None:
+        if isinstance(offset, torch.Tensor):
+            if not stochastic_rounding:
+                raise BlockcastError("BC_ERR_ARG", "quantize: a counter offset (tensor) is for stochastic rounding; pass "
+                                     "stochastic_rounding=True or an integer offset")
+            offset = _take_offset("quantize", offset)
+        _cast("quantize", x, f.name, rowwise, columnwise, swizzled, stochastic_rounding, seed, offset, None, None, out=out)
+        return out
     if isinstance(offset, torch.Tensor):
         if not stochastic_rounding:
             raise BlockcastError("BC_ERR_ARG", "quantize: a counter offset (tensor) is for stochastic rounding; pass "
@@ -411,11 +513,19 @@ def quantize(x, fmt, *, rowwise=True, columnwise=False, swizzled=False, stochast
 
 
 def quantize_cast(x, fmt, *, scale=None, amax=None, rowwise=True, columnwise=False, swizzled=False,
-                  stochastic_rounding=False, seed=0, offset=0):
+                  stochastic_rounding=False, seed=0, offset=0, out=None):
     """Quantize with a given scale (per-tensor formats: scale=, e.g. delayed scaling or an
     all-reduced amax) or a given global amax (two-level formats: amax=). Block formats compute
-    their block scales as quantize does."""
+    their block scales as quantize does. out: as quantize's (eager only); the given scale /
+    amax is also copied into out.scale / out.amax where out has them (a per-tensor out's amax
+    is left as it was: no amax is computed here)."""
     f = get_format(fmt)
+    _no_out_compiled("quantize_cast", out)
+    if out is not None:
+        if isinstance(offset, torch.Tensor):
+            offset = _take_offset("quantize_cast", offset)
+        _cast("quantize_cast", x, f.name, rowwise, columnwise, swizzled, stochastic_rounding, seed, offset, scale, amax, out=out)
+        return out
     if isinstance(offset, torch.Tensor):
         if _compiling():
             raise BlockcastError("BC_ERR_ARG", "quantize_cast: a counter offset (tensor) is not traced by torch.compile; "

@@ -165,6 +165,55 @@ def test_quantize_cast_and_swizzle():
     assert np.array_equal(y, bc.ref.dequantize(compact))
 
 
+def test_row_slice():
+    """QuantizedTensor.row_slice: a band of rows of the whole tensor's buffers (views) equals the
+    reference quantize of those rows alone (per-tensor: the whole scale; NVFP4: the whole amax);
+    slices whose buffers are not a piece of the tensor's are refused"""
+    rows, cols = 640, 192
+    x = sample(rows, cols)
+    ragged = sample(600, cols)  # a last slice of 88 rows: its padded scale rows are the tensor's own padding
+    cuts = [(0, 128), (128, 256), (384, 256), (512, 128)]
+    for name in BUILTIN:
+        f = bc.format(name)
+        if name == "fp8_block_1x128":  # its scales are [ceil(cols / 128), rows]: no band of rows is a piece of them
+            raises(lambda: bc.ref.quantize(x, f).row_slice(0, 128), "BC_ERR_UNSUPPORTED", "row by row", "[2, 640]")
+            continue
+        for xx, start, count in [(x, a, b) for a, b in cuts] + [(ragged, 512, 88)] + ([(x, 3, 17), (x, 600, 40)] if f.per_tensor else []):
+            whole = bc.ref.quantize(xx, f)
+            sl = whole.row_slice(start, count)
+            part = xx[start:start + count]
+            if f.per_tensor:
+                want = bc.ref.quantize_cast(part, f, scale=float(whole.scale[0]))
+                assert sl.scale is whole.scale and sl.amax is whole.amax and sl.rowwise_scale_inv is whole.rowwise_scale_inv
+            elif f.two_level:
+                want = bc.ref.quantize_cast(part, f, amax=whole.amax)
+                assert sl.amax is whole.amax
+            else:
+                want = bc.ref.quantize(part, f)
+            assert sl.shape == (count, cols) and sl.columnwise_data is None, name
+            assert np.shares_memory(sl.rowwise_data, whole.rowwise_data), name
+            assert sl.rowwise_data.shape == want.rowwise_data.shape, (name, sl.rowwise_data.shape, want.rowwise_data.shape)
+            assert np.array_equal(sl.rowwise_data, want.rowwise_data), (name, start, count)
+            if not f.per_tensor:
+                assert sl.rowwise_scale_inv.shape == want.rowwise_scale_inv.shape, (name, start, count)
+                assert np.array_equal(sl.rowwise_scale_inv.view(np.uint8), want.rowwise_scale_inv.view(np.uint8)), (name, start, count)
+    # written through the slice = written in the whole tensor
+    whole = bc.ref.quantize(x, "mxfp8_e4m3")
+    whole.row_slice(128, 128).rowwise_data[:] = 0
+    assert not whole.rowwise_data[128:256].any() and whole.rowwise_data[256:].any()
+    q = bc.ref.quantize(x, "mxfp8_e4m3")
+    raises(lambda: q.row_slice(0, 100), "BC_ERR_ARG", "padding", "or a slice that ends the tensor")
+    raises(lambda: q.row_slice(600, 41), "BC_ERR_ARG", "rows [600, 641) of a tensor of 640 rows")
+    raises(lambda: q.row_slice(-1, 4), "BC_ERR_ARG", "0 <= start")
+    raises(lambda: bc.ref.quantize(x, "fp8_block_128x128").row_slice(64, 576), "BC_ERR_ARG", "not whole blocks", "128 block rows")
+    raises(lambda: bc.ref.quantize(x, "fp8_block_128x128").row_slice(128, 100), "BC_ERR_ARG", "not whole blocks")
+    raises(lambda: bc.ref.quantize(x, "nvfp4_2d").row_slice(0, 16), "BC_ERR_ARG", "take 128 rows", "only 16 are its own")
+    raises(lambda: bc.ref.quantize(x, "mxfp4").row_slice(600, 40), "BC_ERR_ARG", "take 128 rows", "only 40 are its own")
+    raises(lambda: bc.ref.quantize(x, "mxfp8_e4m3", swizzled=True).row_slice(0, 128), "BC_ERR_UNSUPPORTED", "swizzled")
+    raises(lambda: bc.ref.quantize(x, "mxfp8_e4m3", rowwise=False, columnwise=True).row_slice(0, 128), "BC_ERR_ARG",
+           "no rowwise data")
+
+
 def test_load_spec():
     """a spec file loads into a new format usable at once; a bad one raises BC_ERR_SPEC with file:line"""
     with tempfile.TemporaryDirectory() as d:
@@ -352,6 +401,25 @@ def test_comm_cpu():
     raises(lambda: bc.shard_cast([(torch.zeros(8), 0)], one), "BC_ERR_ARG", "shard 0", "(data, start, shape, fmt)")
     raises(lambda: bc.shard_cast([], one, scales=[None]), "BC_ERR_ARG", "0 shards but 1 scales")
     raises(lambda: bc.shard_cast([], "comm"), "BC_ERR_ARG", "expected a blockcast.Comm")
+    # out=: the output's format, shape and directions are checked before its buffers
+    o = bc.empty("mxfp8_e4m3", 4, 64, device="cpu")
+    assert o.shape == (4, 64) and o.columnwise_data is None and o.amax is None
+    raises(lambda: bc.all_gather(x, "mxfp4", one, out=o), "BC_ERR_ARG", "x is on cpu")
+    raises(lambda: bc.all_gather_quantized(o, one, out=bc.empty("nvfp4", 4, 64, device="cpu")), "BC_ERR_ARG",
+           "q.rowwise_data is on cpu")
+    e = bc.empty("fp8_e4m3_tensor", 8, 64, device="cpu")
+    assert e.amax is not None and e.scale is not None and float(e.amax[0]) == 0.0
+    raises(lambda: bc.empty("mxfp8_e4m3", 0, 64, device="cpu"), "BC_ERR_ARG", "shape (0, 64)")
+    raises(lambda: bc.empty("fp8_e4m3_tensor", 4, 64, rowwise=False, device="cpu"), "BC_ERR_ARG", "neither rowwise nor columnwise")
+    from blockcast.ops import _qt_in
+    f8 = bc.format("mxfp8_e4m3")
+    raises(lambda: _qt_in("t", "out", (1, 2)), "BC_ERR_ARG", "out is a tuple", "QuantizedTensor")
+    raises(lambda: _qt_in("t", "out", o, fmt=bc.format("mxfp4")), "BC_ERR_ARG", "out is in format 'mxfp8_e4m3'", "writes 'mxfp4'")
+    raises(lambda: _qt_in("t", "out", o, shape=(8, 64)), "BC_ERR_ARG", "out has shape (4, 64)", "needs (8, 64)")
+    raises(lambda: _qt_in("t", "out", o, dirs=(True, True)), "BC_ERR_ARG", "holds rowwise but the call asks for rowwise and columnwise")
+    raises(lambda: _qt_in("t", "out", o, swizzled=True), "BC_ERR_ARG", "not swizzled", "swizzled=False")
+    raises(lambda: _qt_in("t", "out", o._replace(rowwise_scale_inv=None)), "BC_ERR_ARG", "rowwise data but no scale_inv")
+    raises(lambda: _qt_in("t", "out", o, fmt=f8), "BC_ERR_ARG", "out.rowwise_data is on cpu")
     try:
         h = bc.comm_id()
         assert len(h) == 256 and all(ch in "0123456789abcdef" for ch in h)
