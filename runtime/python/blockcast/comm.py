@@ -21,7 +21,7 @@ import torch
 from . import _capi as C
 from ._capi import BlockcastError
 from .core import _TORCH_DT, QuantizedTensor, check_dirs, handle
-from .ops import _check_cuda, _hp, _launch, _no_out_compiled, _out, _qt_in, _stream
+from .ops import _check_cuda, _current_context, _hp, _launch, _no_out_compiled, _on_device, _out, _qt_in, _stream
 
 __all__ = ["Comm", "comm_id", "amax_allreduce", "quantize_comm", "all_gather", "all_gather_quantized", "shard_cast",
            "shard_finish"]
@@ -32,10 +32,11 @@ class Comm:
     an NCCL one from an id file or environment variable, Comm.from_nccl(ptr) wraps an ncclComm_t
     made elsewhere. close() (or leaving a `with` block, or garbage collection) releases it."""
 
-    __slots__ = ("_h", "__weakref__")
+    __slots__ = ("_h", "_dev", "__weakref__")
 
-    def __init__(self, handle):
+    def __init__(self, handle, device=None):
         self._h = handle
+        self._dev = device  # an NCCL communicator's CUDA device (None: any, or not known)
 
     @classmethod
     def local(cls, nranks):
@@ -46,12 +47,30 @@ class Comm:
         return [cls(ctypes.c_void_p(arr[i])) for i in range(n)]
 
     @classmethod
-    def nccl(cls, where, world_size, rank, timeout=60.0):
+    def nccl(cls, where, world_size, rank, timeout=60.0, device=None):
         """where: "env:NAME" (the id's hex in $NAME, e.g. from `blockcast comm-id` or comm_id()) or a
-        file path (rank 0 writes a fresh id there; the others wait up to `timeout` seconds)."""
+        file path (rank 0 writes a fresh id there; the others wait up to `timeout` seconds).
+        device: this rank's GPU (an index, "cuda:N" or a torch.device; default torch's current
+        device, which a process that never called torch.cuda.set_device has at 0 on every rank).
+        The collectives then take tensors on that device."""
+        if device is None:
+            dev = torch.device("cuda", torch.cuda.current_device())
+        else:
+            dev = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
+            if dev.type != "cuda":
+                raise BlockcastError("BC_ERR_ARG", f"Comm.nccl: device is {dev}; an NCCL communicator is made on a CUDA device")
+            if dev.index is None:
+                dev = torch.device("cuda", torch.cuda.current_device())
         h = ctypes.c_void_p()
-        C.call(C.bc_comm_bootstrap, str(where).encode(), int(world_size), int(rank), float(timeout), ctypes.byref(h))
-        return cls(h)
+        with _on_device(dev):  # NCCL takes the current device; the library the current context
+            _current_context(dev.index)
+            C.call(C.bc_comm_bootstrap, str(where).encode(), int(world_size), int(rank), float(timeout), ctypes.byref(h))
+        return cls(h, dev)
+
+    def _check_device(self, fn, dev):
+        if self._dev is not None and dev is not None and dev != self._dev:
+            raise BlockcastError("BC_ERR_ARG", f"{fn}: the tensors are on {dev} but the communicator was made on {self._dev}; "
+                                 "pass tensors of the communicator's device")
 
     @classmethod
     def from_nccl(cls, nccl_comm):
@@ -121,6 +140,7 @@ def amax_allreduce(amax, comm):
     for all its elements. Returns amax."""
     h = _comm("amax_allreduce", comm)
     _check_cuda("amax_allreduce", "amax", amax)
+    comm._check_device("amax_allreduce", amax.device)
     if amax.dtype != torch.float32 or not amax.is_contiguous():
         raise BlockcastError("BC_ERR_ARG", f"amax_allreduce: amax is {amax.dtype} (contiguous: {amax.is_contiguous()}); "
                              "expected a contiguous float32 CUDA tensor")
@@ -159,6 +179,7 @@ def quantize_comm(x, fmt, comm, *, rowwise=True, columnwise=False, swizzled=Fals
     f, fh = handle(fmt)
     check_dirs("quantize_comm", f, rowwise, columnwise)
     t = _hp_rows("quantize_comm", x)
+    comm._check_device("quantize_comm", x.device)
     if t.rows:
         q, (rd, rs, cd, cs, amax, scale) = _out(f, t.rows, t.cols, rowwise, columnwise, swizzled, x.device)
     else:  # nothing to write but the group's amax (and scale)
@@ -194,6 +215,7 @@ def all_gather(x, fmt, comm, *, rows=None, rowwise=True, columnwise=False, swizz
     f, fh = handle(fmt)
     check_dirs("all_gather", f, rowwise, columnwise)
     t = _hp_rows("all_gather", x)
+    comm._check_device("all_gather", x.device)
     r, total = _rows_of("all_gather", comm, rows, t.rows)
     q, res, _ = _gather_out("all_gather", f, out, total, t.cols, rowwise, columnwise, swizzled, x.device)
     q.format = fh
@@ -216,9 +238,10 @@ def all_gather_quantized(q, comm, *, rows=None, rowwise=True, columnwise=False, 
     # (a rank without rows may have no tensor at all: the current device)
     if dev is None:
         dev = out.rowwise_data.device if out is not None and out.rowwise_data is not None else \
-            torch.device("cuda", torch.cuda.current_device())
+            comm._dev or torch.device("cuda", torch.cuda.current_device())
     r, total = _rows_of("all_gather_quantized", comm, rows, m)
     oq, res, dev = _gather_out("all_gather_quantized", f, out, total, cols, rowwise, columnwise, swizzled, dev)
+    comm._check_device("all_gather_quantized", dev)
     oq.format = fh
     _launch(dev, C.bc_all_gather_quantized, h, ctypes.byref(xq), r, ctypes.byref(oq), _stream(dev))
     return res
@@ -277,7 +300,8 @@ def shard_cast(shards, comm, *, columnwise=False, swizzled=False, scales=None):
         qs[i] = q
         out.append(QuantizedTensor(f, (rows, cols), *tens, bool(swizzled)))
     if dev is None:
-        dev = torch.device("cuda", torch.cuda.current_device())
+        dev = comm._dev or torch.device("cuda", torch.cuda.current_device())
+    comm._check_device("shard_cast", dev)
     _launch(dev, C.bc_shard_cast, h, n, arr, qs, _stream(dev))
     return out
 

@@ -401,6 +401,7 @@ def test_comm_cpu():
     raises(lambda: bc.shard_cast([(torch.zeros(8), 0)], one), "BC_ERR_ARG", "shard 0", "(data, start, shape, fmt)")
     raises(lambda: bc.shard_cast([], one, scales=[None]), "BC_ERR_ARG", "0 shards but 1 scales")
     raises(lambda: bc.shard_cast([], "comm"), "BC_ERR_ARG", "expected a blockcast.Comm")
+    raises(lambda: bc.Comm.nccl("env:BC_NO_SUCH_ID", 2, 0, device="cpu"), "BC_ERR_ARG", "device is cpu", "CUDA device")
     # out=: the output's format, shape and directions are checked before its buffers
     o = bc.empty("mxfp8_e4m3", 4, 64, device="cpu")
     assert o.shape == (4, 64) and o.columnwise_data is None and o.amax is None
