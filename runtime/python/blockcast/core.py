@@ -153,6 +153,90 @@ def _layout(name, rows, cols, d, swizzled):
                   out.scale_valid_rows, out.scale_valid_cols, out.scale_elem_bytes, out.scale_bytes)
 
 
+# ---- the layout as arithmetic (torch.compile's dynamic shapes) ---------------------------------
+# bc_qtensor_layout takes integers; a fake implementation given symbolic sizes (torch.compile with
+# dynamic shapes) must not turn them into integers, or every new size recompiles. The layout is the
+# same arithmetic for every format (fmt/bc_layout.c: bci_geom_get), with four numbers of the spec
+# per direction (block scales one per data row or per block row; stored as is or transposed; rows
+# and columns padded to multiples). Those four are read from the library once per format and
+# direction: the one choice among the candidates that reproduces bc_qtensor_layout on a set of
+# shapes; where none does, None, and the caller falls back to integers.
+
+def _cdiv(a, b):
+    return (a + b - 1) // b
+
+
+def _rup(a, m):
+    return _cdiv(a, m) * m
+
+
+def _model(f, d, swizzled, rule, rows, cols):
+    """Layout of [rows, cols] (ints or symbolic sizes) by bci_geom_get's arithmetic."""
+    col = d == C.BC_COLUMNWISE
+    vr, vc = (cols, rows) if col else (rows, cols)
+    tr = f.columnwise_transposed if col else True
+    dr, dc = (vr, vc) if tr else (vc, vr)
+    data_bytes = dr * (dc * f.element_bits // 8)
+    if f.per_tensor:
+        return Layout(dr, dc, data_bytes, 1, 1, 1, 1, 4, 4)
+    per_row, order, pr, pc = rule
+    lr = vr if per_row else _cdiv(vr, f.block_rows)
+    lc = _cdiv(vc, f.block_cols)
+    if swizzled:
+        sr, sc, vsr, vsc = _rup(lr, 128), _rup(lc, 4), lr, lc
+    elif order == 0:
+        sr, sc, vsr, vsc = _rup(lr, pr), _rup(lc, pc), lr, lc
+    else:
+        sr, sc, vsr, vsc = _rup(lc, pr), _rup(lr, pc), lc, lr
+    return Layout(dr, dc, data_bytes, sr, sc, vsr, vsc, f.scale_bytes, sr * sc * f.scale_bytes)
+
+
+_PROBES = [(r, c) for r in (1, 2, 3, 4, 5, 16, 20, 33, 128, 130, 257, 516) for c in (1, 2, 4, 8, 20, 36, 131, 132, 260, 1028)]
+_PADS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+@functools.lru_cache(maxsize=256)
+def _layout_rule(name, d):
+    """(per_row, order, pad_rows, pad_cols) of a direction's compact scales, or None."""
+    f = get_format(name)
+    if f.per_tensor:
+        return (0, 0, 1, 1)
+    seen = []
+    for r, c in _PROBES:
+        try:
+            seen.append((r, c, _layout(name, r, c, d, False), _layout(name, r, c, d, True)))
+        except BlockcastError:  # a shape this format cannot hold (packing)
+            continue
+    for per_row in (0, 1):
+        for order in (0, 1):
+            for pr in _PADS:
+                for pc in _PADS:
+                    rule = (per_row, order, pr, pc)
+                    if seen and all(_model(f, d, False, rule, r, c) == lay and _model(f, d, True, rule, r, c) == lsw
+                                    for r, c, lay, lsw in seen):
+                        return rule
+    return None
+
+
+def sym_layout(f, rows, cols, d, swizzled):
+    """The layout of [rows, cols] where rows / cols may be symbolic (torch.SymInt): arithmetic
+    only, the packing rule checked as bc_qtensor_layout checks it; integers for the rest go
+    through the library. None where the format's rule is not known."""
+    col = d == C.BC_COLUMNWISE
+    if not (f.has_columnwise if col else f.has_rowwise):
+        raise BlockcastError("BC_ERR_ARG", f"format '{f.name}' has no {'columnwise' if col else 'rowwise'} direction")
+    rule = _layout_rule(f.name, d)
+    if rule is None:
+        return None
+    if swizzled and f.per_tensor:
+        raise BlockcastError("BC_ERR_ARG", f"format '{f.name}' has one per-tensor scale; swizzled applies to block formats only")
+    lay = _model(f, d, swizzled, rule, rows, cols)
+    if f.element_pack > 1 and lay.data_cols % f.element_pack != 0:
+        raise BlockcastError("BC_ERR_ARG", f"format '{f.name}' packs {f.element_pack} {f.element_bits}-bit elements together: "
+                             f"its data rows must hold whole groups (a multiple of {f.element_pack} elements)")
+    return lay
+
+
 def layout(fmt, rows, cols, direction="rowwise", swizzled=False):
     """The exact buffers of one direction: data [data_rows, data_cols] elements, scales
     [scale_rows, scale_cols] entries (swizzled: the 128x4 GEMM layout of the same entries)."""
@@ -272,7 +356,7 @@ def data_shape(f, lay):
     """Shape of the data buffer in its dtype's units: sub-byte data is bytes (two 4-bit elements a
     byte, four 6-bit elements in three)."""
     if f.element_bits < 8:
-        return (lay.data_rows, lay.data_bytes // max(lay.data_rows, 1))
+        return (lay.data_rows, lay.data_cols * f.element_bits // 8)
     return (lay.data_rows, lay.data_cols)
 
 

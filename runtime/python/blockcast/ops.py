@@ -13,7 +13,7 @@ import torch
 from . import _capi as C
 from ._capi import BlockcastError
 from .core import (Format, QuantizedTensor, _TORCH_DT, _layout, check_dirs, data_shape, delayed_args, direction_code,
-                   flat2d, get_format, handle, scale_shape, torch_data_dtype, torch_scale_dtype)
+                   flat2d, get_format, handle, scale_shape, sym_layout, torch_data_dtype, torch_scale_dtype)
 
 _EMPTY_SHAPE = (0,)
 
@@ -357,10 +357,26 @@ def _delayed_impl(fmt, history, scale, scale_inv, margin, algo):
 
 # ---- torch custom ops (what torch.compile sees) ----------------------------------------------
 
+def _fake_layout(f, rows, cols, d, swizzled):
+    """The layout for a fake implementation: arithmetic on the (possibly symbolic) sizes, so that
+    torch.compile with dynamic shapes does not specialize them; integers where the format's rule
+    is not known."""
+    lay = sym_layout(f, rows, cols, d, swizzled)
+    return lay if lay is not None else _layout(f.name, int(rows), int(cols), d, bool(swizzled))
+
+
 def _fake_dirs(x, name, rowwise, columnwise, swizzled):
     f = get_format(name)
     rows, cols, _ = flat2d(x, "quantize", "x", True)
-    return _alloc_dirs(f, int(rows), int(cols), rowwise, columnwise, swizzled, x.device, placeholders=True), f
+    out = []
+    for want, d in ((rowwise, C.BC_ROWWISE), (columnwise, C.BC_COLUMNWISE)):
+        if want:
+            lay = _fake_layout(f, rows, cols, d, swizzled)
+            out += [x.new_empty(data_shape(f, lay), dtype=torch_data_dtype(f)),
+                    x.new_empty(scale_shape(f, lay), dtype=torch_scale_dtype(f))]
+        else:
+            out += [x.new_empty(_EMPTY_SHAPE, dtype=torch.uint8), x.new_empty(_EMPTY_SHAPE, dtype=torch.uint8)]
+    return out, f
 
 
 def _op_quantize(x, fmt, rowwise, columnwise, swizzled, stochastic_rounding, seed, offset):
@@ -401,13 +417,13 @@ def _fake_quantize_cast(x, fmt, scale, amax, rowwise, columnwise, swizzled, stoc
 
 
 def _fake_dequantize(data, scale_inv, amax, fmt, rows, cols, direction, swizzled, dtype):
-    lay = _layout(get_format(fmt).name, int(rows), int(cols), direction, swizzled)
+    lay = _fake_layout(get_format(fmt), rows, cols, direction, swizzled)
     return data.new_empty((lay.data_rows, lay.data_cols), dtype=dtype)
 
 
 def _fake_scale_swizzle(src, fmt, rows, cols, direction, from_swizzled):
     f = get_format(fmt)
-    lay = _layout(f.name, int(rows), int(cols), direction, not from_swizzled)
+    lay = _fake_layout(f, rows, cols, direction, not from_swizzled)
     return src.new_empty(scale_shape(f, lay), dtype=src.dtype if src.element_size() == f.scale_bytes
                          else torch_scale_dtype(f))
 
@@ -427,11 +443,11 @@ _OPS = {
     "quantize_cast": ("quantize_cast(Tensor x, str fmt, Tensor? scale, Tensor? amax, bool rowwise, bool columnwise, "
                       "bool swizzled, bool stochastic_rounding, int seed, int offset) -> (Tensor, Tensor, Tensor, Tensor)",
                       _op_quantize_cast, _fake_quantize_cast),
-    "dequantize": ("dequantize(Tensor data, Tensor scale_inv, Tensor? amax, str fmt, int rows, int cols, int direction, "
+    "dequantize": ("dequantize(Tensor data, Tensor scale_inv, Tensor? amax, str fmt, SymInt rows, SymInt cols, int direction, "
                    "bool swizzled, ScalarType dtype) -> Tensor", _dequantize_impl, _fake_dequantize),
     "delayed_scale_update": ("delayed_scale_update(str fmt, Tensor(a!) history, Tensor(b!) scale, Tensor(c!)? scale_inv, "
                              "int margin, str algo) -> ()", _delayed_impl, lambda *a: None),
-    "scale_swizzle": ("scale_swizzle(Tensor src, str fmt, int rows, int cols, int direction, bool from_swizzled) -> Tensor",
+    "scale_swizzle": ("scale_swizzle(Tensor src, str fmt, SymInt rows, SymInt cols, int direction, bool from_swizzled) -> Tensor",
                       _scale_swizzle_impl, _fake_scale_swizzle),
 }
 

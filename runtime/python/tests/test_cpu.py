@@ -91,6 +91,31 @@ def test_layouts():
         assert sw.scale_bytes == lay.scale_bytes and sw.scale_rows % 128 == 0 and sw.scale_cols % 4 == 0
 
 
+def test_sym_layout():
+    """the layout as arithmetic (what the fakes use under torch.compile's dynamic shapes) equals
+    bc_qtensor_layout for every format, direction and swizzle on 400 shapes, and refuses what it refuses"""
+    from blockcast.core import _layout, sym_layout
+    shapes = [(int(r), int(c)) for r, c in zip(rng.integers(1, 3000, 400), rng.integers(1, 3000, 400))]
+    shapes += [(1, 1), (128, 128), (129, 4), (4, 129), (16, 16), (17, 31), (8192, 8193)]
+    n = 0
+    for f in bc.formats():
+        for d, has in ((1, f.has_rowwise), (2, f.has_columnwise)):
+            if not has:
+                raises(lambda: sym_layout(f, 4, 4, d, False), "BC_ERR_ARG", "no ")
+                continue
+            for sw in (False, True):
+                for r, c in shapes:
+                    try:
+                        want = _layout(f.name, r, c, d, sw)
+                    except bc.BlockcastError:
+                        raises(lambda: sym_layout(f, r, c, d, sw), "BC_ERR_ARG")
+                        continue
+                    got = sym_layout(f, r, c, d, sw)
+                    assert got == want, (f.name, d, sw, r, c, got, want)
+                    n += 1
+    assert n > 10000, n
+
+
 def test_ref_fp8_tensor():
     """per-tensor FP8: amax, scale and every code of both directions as the element rules give them"""
     x = sample(37, 70)

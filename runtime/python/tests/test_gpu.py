@@ -188,6 +188,28 @@ def test_compile_fullgraph():
     same(cg(x), g(x), "compiled amax/scale/cast")
 
 
+def test_compile_dynamic():
+    """torch.compile(dynamic=True): quantize + dequantize compile once for inputs of four row
+    counts (the fakes' layouts are arithmetic on the symbolic sizes), each result the eager bytes"""
+    from torch._dynamo.testing import CompileCounter
+    for name in ("fp8_e4m3_tensor", "mxfp8_e4m3", "nvfp4", "mxfp6_e3m2", "fp8_block_128x128", "nvfp4_2d", "fp8_block_1x128"):
+        fmt = bc.format(name)
+
+        def f(x):
+            q = bc.quantize(x, fmt, rowwise=True, columnwise=True)
+            return (bc.dequantize(q, "rowwise"), bc.dequantize(q, "columnwise"), q.rowwise_data, q.rowwise_scale_inv,
+                    q.columnwise_data, q.columnwise_scale_inv)
+        torch._dynamo.reset()
+        cnt = CompileCounter()
+        cf = torch.compile(f, backend=cnt, dynamic=True, fullgraph=True)
+        for rows in (64, 96, 256, 324):  # 4-bit / 6-bit columnwise data pack rows in groups of 2 / 4
+            x = sample(rows, 192, torch.bfloat16, specials=False).to(DEV)
+            for a, b in zip(cf(x), f(x)):
+                same(a, b, f"dynamic {name} rows {rows}")
+        assert cnt.frame_count == 1, f"{name}: {cnt.frame_count} compiles for 4 row counts"
+    torch._dynamo.reset()
+
+
 def test_scaled_mm_fp8_tensor():
     """torch._scaled_mm on blockcast FP8 operands (forward: rowwise x rowwise; dgrad: the columnwise copy)
     equals the fp32 matmul of the dequantized operands"""

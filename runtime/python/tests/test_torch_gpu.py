@@ -124,6 +124,35 @@ def test_compile_fullgraph():
         torch._dynamo.reset()
 
 
+def test_compile_dynamic_tokens():
+    """torch.compile(dynamic=True, fullgraph=True) of the swapped model: one compile for batches of
+    four token counts (the custom ops' fake shapes stay symbolic), every step the eager numbers"""
+    if not hasattr(torch, "compile"):
+        skip("torch.compile is not available")
+    from torch._dynamo.testing import CompileCounterWithBackend
+    for name in ("fp8_current", "mxfp8", "nvfp4"):
+        eager, comp = _mlp(name), _mlp(name)
+        comp.load_state_dict(eager.state_dict())
+        for a, b in zip(eager.modules(), comp.modules()):
+            if isinstance(a, bct.Linear):
+                b.sr_seed, b.sr_counter = a.sr_seed, a.sr_counter.clone()
+        cnt = CompileCounterWithBackend("inductor")
+        cf = torch.compile(comp, backend=cnt, dynamic=True, fullgraph=True)
+        for rows in (64, 96, 160, 256):
+            x, dy = sample(rows, 256), sample(rows, 256, scale=1e-2)
+            outs = []
+            for f in (eager, cf):
+                xx = x.clone().requires_grad_(True)
+                y = f(xx)
+                y.backward(dy)
+                outs.append((y.detach(), xx.grad))
+            for i, (a, b) in enumerate(zip(*outs)):
+                r = torch_ref.rel(b, a)
+                assert r < 1e-6, f"{name} rows {rows}: output {i} compiled vs eager {r:.2e}"
+        assert cnt.frame_count == 1, f"{name}: {cnt.frame_count} compiles for 4 token counts"
+        torch._dynamo.reset()
+
+
 def test_quantize_weights_list():
     """quantize_weights: every weight of the model in one list call, bit-identical to quantizing
     each alone; the forward uses it until the optimizer changes the weight"""
