@@ -131,6 +131,18 @@ bc_ref_quantize_cast = _proto("bc_ref_quantize_cast", [_P, ctypes.POINTER(Tensor
 bc_ref_dequantize = _proto("bc_ref_dequantize", [_P, ctypes.POINTER(QTensor), ctypes.c_int, ctypes.POINTER(Tensor)])
 
 
+class GroupOffsets(ctypes.Structure):
+    _fields_ = [("rowwise_data", ctypes.c_size_t), ("rowwise_scale_inv", ctypes.c_size_t),
+                ("columnwise_data", ctypes.c_size_t), ("columnwise_scale_inv", ctypes.c_size_t)]
+
+
+bc_grouped_layout = _proto("bc_grouped_layout", [_P, _P, _I64, c_int64_p, _I64, ctypes.c_int, ctypes.c_int,
+                                                 ctypes.POINTER(GroupOffsets)])
+bc_quantize_grouped = _proto("bc_quantize_grouped", [_P, ctypes.POINTER(Tensor), _I64, c_int64_p, ctypes.POINTER(QTensor), _P])
+bc_ref_quantize_grouped = _proto("bc_ref_quantize_grouped", [_P, ctypes.POINTER(Tensor), _I64, c_int64_p,
+                                                             ctypes.POINTER(QTensor)])
+
+
 class CommInfo(ctypes.Structure):
     _fields_ = [("transport", ctypes.c_int), ("rank", ctypes.c_int), ("size", ctypes.c_int),
                 ("collectives", ctypes.c_uint64), ("bytes_sent", ctypes.c_uint64)]

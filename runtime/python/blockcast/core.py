@@ -323,6 +323,116 @@ class QuantizedTensor(typing.NamedTuple):
         return QuantizedTensor(f, (count, cols), data, sc, None, None, self.amax if f.two_level else None, None, False)
 
 
+_GFIELDS = ("rowwise_data", "rowwise_scale_inv", "columnwise_data", "columnwise_scale_inv")
+
+
+class GroupedTensor(typing.NamedTuple):
+    """The result of quantize_grouped (mixture of experts): the groups of rows of one input, each
+    quantized as a tensor of its own, in one set of buffers (blockcast.h bc_quantize_grouped):
+    rowwise_data is the whole [sum(group_rows), cols] tensor's rowwise data (what a grouped GEMM
+    reads with the groups' row offsets); the other buffers are 1-D, the groups' pieces one after
+    another at `offsets` (bytes; offsets[g] is group g's (rowwise_data, rowwise_scale_inv,
+    columnwise_data, columnwise_scale_inv), offsets[groups] the totals); per-tensor formats'
+    scale_inv, amax and scale and NVFP4's amax are float32[groups] (a group without rows keeps
+    0 there). group(g) is group g as a QuantizedTensor of views."""
+    format: Format
+    group_rows: tuple
+    cols: int
+    offsets: tuple
+    rowwise_data: object = None
+    rowwise_scale_inv: object = None
+    columnwise_data: object = None
+    columnwise_scale_inv: object = None
+    amax: object = None
+    scale: object = None
+    scale_swizzled: bool = False
+
+    def group(self, g):
+        """Group g as a QuantizedTensor whose buffers are views of these (a group without rows:
+        empty 1-D views)."""
+        f = get_format(self.format)
+        n = len(self.group_rows)
+        g = int(g)
+        if not 0 <= g < n:
+            raise BlockcastError("BC_ERR_ARG", f"GroupedTensor.group: group {g} of {n}; expected 0 <= g < {n}")
+        rows, cols = self.group_rows[g], self.cols
+        bufs = []
+        for i, (name, d) in enumerate((("rowwise", C.BC_ROWWISE), ("columnwise", C.BC_COLUMNWISE))):
+            data, sc = getattr(self, name + "_data"), getattr(self, name + "_scale_inv")
+            if data is None:
+                bufs += [None, None]
+                continue
+            off_d, off_s = self.offsets[g][2 * i], self.offsets[g][2 * i + 1]
+            if rows == 0:
+                bufs += [_piece("group", name + "_data", data, off_d, 0, (0,)),
+                         None if f.per_tensor else _piece("group", name + "_scale_inv", sc, off_s, 0, (0,))]
+            else:
+                lay = _layout(f.name, rows, cols, d, bool(self.scale_swizzled))
+                bufs.append(_piece("group", name + "_data", data, off_d, lay.data_bytes, data_shape(f, lay)))
+                if f.per_tensor:
+                    bufs.append(None)
+                else:
+                    bufs.append(_piece("group", name + "_scale_inv", sc, off_s, lay.scale_bytes, scale_shape(f, lay)))
+            if f.per_tensor:  # scale_inv: entry g of fp32[groups]
+                bufs[-1] = _piece("group", name + "_scale_inv", sc, 4 * g, 4, (1,))
+        amax = _piece("group", "amax", self.amax, 4 * g, 4, (1,)) if self.amax is not None else None
+        scale = _piece("group", "scale", self.scale, 4 * g, 4, (1,)) if self.scale is not None else None
+        return QuantizedTensor(f, (rows, cols), *bufs, amax, scale, bool(self.scale_swizzled))
+
+
+def grouped_offsets(fmt, group_rows, cols, rowwise, columnwise, swizzled):
+    """bc_grouped_layout: (int64 array of the rows, tuple of groups + 1 offset tuples)."""
+    f, h = handle(fmt)
+    rows = [int(r) for r in (group_rows.tolist() if hasattr(group_rows, "tolist") else group_rows)]
+    n = len(rows)
+    if n == 0:
+        raise BlockcastError("BC_ERR_ARG", "quantize_grouped: group_rows is empty; expected one row count per group")
+    arr = (ctypes.c_int64 * n)(*rows)
+    offs = (C.GroupOffsets * (n + 1))()
+    dirs = (C.BC_ROWWISE if rowwise else 0) | (C.BC_COLUMNWISE if columnwise else 0)
+    C.call(C.bc_grouped_layout, h, n, arr, int(cols), dirs, 1 if swizzled else 0, offs)
+    return arr, tuple(tuple(getattr(o, k) for k in _GFIELDS) for o in offs)
+
+
+def grouped_out(fn, fmt, x_rows, cols, group_rows, rowwise, columnwise, swizzled, new):
+    """The buffers of a grouped quantize: (bc_qtensor, group row array, GroupedTensor).
+    new(kind, shape) allocates: kind "data", "scale" (the format's dtypes) or "f32" (zeroed)."""
+    f, h = handle(fmt)
+    check_dirs(fn, f, rowwise, columnwise)
+    arr, offs = grouped_offsets(f, group_rows, cols, rowwise, columnwise, swizzled)
+    n = len(arr)
+    total = sum(arr)
+    if total != x_rows:
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: group_rows sum to {total} but x has {x_rows} rows; pass one count per "
+                             "group, summing to x's rows")
+    q = C.QTensor(h, x_rows, cols)
+    q.scale_swizzled = 1 if swizzled else 0
+    end = offs[n]
+    bufs = {}
+    for i, (want, name) in enumerate(((rowwise, "rowwise"), (columnwise, "columnwise"))):
+        if not want:
+            continue
+        data = new("data", (end[2 * i],))
+        if name == "rowwise":  # the whole tensor's rowwise data, [sum, row bytes]
+            data = data.reshape(data_shape(f, _layout(f.name, x_rows, cols, C.BC_ROWWISE, bool(swizzled))))
+        es = 4 if f.per_tensor else f.scale_bytes
+        sc = new("f32", (n,)) if f.per_tensor else new("scale", (end[2 * i + 1] // es,))
+        bufs[name + "_data"], bufs[name + "_scale_inv"] = data, sc
+    amax = new("f32", (n,)) if (f.per_tensor or f.two_level) else None
+    scale = new("f32", (n,)) if f.per_tensor else None
+    return q, arr, GroupedTensor(f, tuple(arr), int(cols), offs, bufs.get("rowwise_data"), bufs.get("rowwise_scale_inv"),
+                                 bufs.get("columnwise_data"), bufs.get("columnwise_scale_inv"), amax, scale,
+                                 bool(swizzled) and not f.per_tensor)
+
+
+def grouped_ptrs(q, gt, ptr):
+    """Point the bc_qtensor q at the GroupedTensor gt's buffers (ptr: an array's address)."""
+    for k in _GFIELDS + ("amax", "scale"):
+        v = getattr(gt, k)
+        if v is not None:
+            setattr(q, k, ptr(v))
+
+
 # ---- element and scale dtypes ----------------------------------------------------------------
 
 _TORCH_DT = {}

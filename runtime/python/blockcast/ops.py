@@ -13,7 +13,8 @@ import torch
 from . import _capi as C
 from ._capi import BlockcastError
 from .core import (Format, QuantizedTensor, _TORCH_DT, _layout, check_dirs, data_shape, delayed_args, direction_code,
-                   flat2d, get_format, handle, scale_shape, sym_layout, torch_data_dtype, torch_scale_dtype)
+                   flat2d, get_format, grouped_out, grouped_ptrs, handle, scale_shape, sym_layout, torch_data_dtype,
+                   torch_scale_dtype)
 
 _EMPTY_SHAPE = (0,)
 
@@ -613,6 +614,32 @@ def _out(f, rows, cols, rowwise, columnwise, swizzled, dev):
         scale = torch.empty(1, dtype=torch.float32, device=dev)
         q.scale = scale.data_ptr()
     return q, (rd, rs, cd, cs, amax, scale)
+
+
+def quantize_grouped(x, fmt, group_rows, *, rowwise=True, columnwise=False, swizzled=False, stochastic_rounding=False,
+                     seed=0, offset=0):
+    """Grouped quantize (mixture of experts; blockcast.h bc_quantize_grouped): x [sum(group_rows),
+    cols] (a CUDA tensor) split along its rows into groups of any size (0 and 1 included: an expert
+    without tokens), each quantized as a tensor of its own (its own amax / scale / block scales)
+    into one set of buffers, in one launch per kernel. group_rows: the rows of each group (a list,
+    or a tensor: a CUDA one is read back, which waits for the GPU). swizzled: every group's block
+    scales in whole 128x4 tiles, the layout grouped GEMMs read. Stochastic rounding uses offset + g
+    for group g. Returns a GroupedTensor (its group(g) is group g as a QuantizedTensor). Eager
+    only (not traced by torch.compile)."""
+    t = _hp("quantize_grouped", x)
+    dev = x.device
+    f = get_format(fmt)
+
+    def new(kind, shape):
+        if kind == "f32":
+            return torch.zeros(shape, dtype=torch.float32, device=dev)
+        return torch.empty(shape, dtype=torch_data_dtype(f) if kind == "data" else torch_scale_dtype(f), device=dev)
+    q, arr, gt = grouped_out("quantize_grouped", f, t.rows, t.cols, group_rows, rowwise, columnwise, swizzled, new)
+    grouped_ptrs(q, gt, lambda a: a.data_ptr())
+    if stochastic_rounding:
+        q.stochastic_rounding, q.sr_seed, q.sr_offset = 1, seed, offset
+    _launch(dev, C.bc_quantize_grouped, ctypes.byref(t), len(arr), arr, ctypes.byref(q), _stream(dev))
+    return gt
 
 
 def quantize_list(xs, fmts, *, rowwise=True, columnwise=False, swizzled=False):

@@ -6,8 +6,8 @@ import ctypes
 
 from . import _capi as C
 from ._capi import BlockcastError
-from .core import (QuantizedTensor, _TORCH_DT, _layout, check_dirs, data_shape, delayed_args, direction_code, flat2d, handle,
-                   np, scale_shape, torch, torch_data_dtype, torch_scale_dtype)
+from .core import (QuantizedTensor, _TORCH_DT, _layout, check_dirs, data_shape, delayed_args, direction_code, flat2d,
+                   grouped_out, grouped_ptrs, handle, np, scale_shape, torch, torch_data_dtype, torch_scale_dtype)
 
 _NP_DT = {}
 if np is not None:
@@ -120,6 +120,25 @@ def quantize_cast(x, fmt, *, scale=None, amax=None, rowwise=True, columnwise=Fal
                   stochastic_rounding=False, seed=0, offset=0):
     """CPU reference of blockcast.quantize_cast (scale / amax: numbers or host float32[1])."""
     return _cast("quantize_cast", x, fmt, rowwise, columnwise, swizzled, stochastic_rounding, seed, offset, scale, amax)
+
+
+def quantize_grouped(x, fmt, group_rows, *, rowwise=True, columnwise=False, swizzled=False, stochastic_rounding=False,
+                     seed=0, offset=0):
+    """CPU reference of blockcast.quantize_grouped."""
+    t = _hp("quantize_grouped", x)
+    tt = _is_torch(x)
+
+    def new(kind, shape):
+        a = _empty(tt, shape, kind, handle(fmt)[0])
+        if kind == "f32":
+            a[...] = 0
+        return a
+    q, arr, gt = grouped_out("ref.quantize_grouped", fmt, t.rows, t.cols, group_rows, rowwise, columnwise, swizzled, new)
+    grouped_ptrs(q, gt, _ptr)
+    q.stochastic_rounding = 1 if stochastic_rounding else 0
+    q.sr_seed, q.sr_offset = seed, offset
+    C.call(C.bc_ref_quantize_grouped, ctypes.byref(t), len(arr), arr, ctypes.byref(q))
+    return gt
 
 
 def dequantize(q, direction="rowwise", dtype=None):

@@ -239,6 +239,51 @@ def test_row_slice():
            "no rowwise data")
 
 
+def test_grouped_ref():
+    """quantize_grouped in the CPU reference: each group (GroupedTensor.group: views) equals the
+    reference quantize of its rows alone, groups of 0, 1 and many rows, every format, compact and
+    swizzled, both directions; the rowwise data is the whole tensor's; bad group rows refused"""
+    x = sample(516, 192)
+
+    def raw(a):
+        return None if a is None else np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+    checked = 0
+    for name in BUILTIN:
+        f = bc.format(name)
+        cases = [([300, 0, 1, 211, 4], False)]
+        if f.has_columnwise:
+            cases.append(([300, 0, 212, 4], True))  # 4- and 6-bit columnwise data pack rows in 2s / 4s
+        for rows, cw in cases:
+            xs = x[:sum(rows)]
+            for sw in (False, True) if not f.per_tensor else (False,):
+                gt = bc.ref.quantize_grouped(xs, f, rows, rowwise=True, columnwise=cw, swizzled=sw)
+                assert gt.group_rows == tuple(rows) and len(gt.offsets) == len(rows) + 1
+                # 1D blocks of one scale level: the groups' rowwise data is the whole tensor's
+                whole = bc.ref.quantize(xs, f, swizzled=sw) if f.block == "1d" and not f.two_level else None
+                if whole is not None:
+                    assert np.array_equal(raw(gt.rowwise_data), raw(whole.rowwise_data)), name
+                start = 0
+                for g, r in enumerate(rows):
+                    qg = gt.group(g)
+                    assert qg.shape == (r, 192)
+                    if r == 0:
+                        assert qg.rowwise_data.size == 0
+                        if qg.amax is not None:
+                            assert float(qg.amax[0]) == 0.0  # an empty group writes nothing
+                        continue
+                    want = bc.ref.quantize(xs[start:start + r], f, rowwise=True, columnwise=cw, swizzled=sw)
+                    for k in ("rowwise_data", "rowwise_scale_inv", "columnwise_data", "columnwise_scale_inv", "amax", "scale"):
+                        a, b = raw(getattr(qg, k)), raw(getattr(want, k))
+                        assert (a is None) == (b is None) and (a is None or np.array_equal(a, b)), (name, rows, cw, sw, g, k)
+                    checked += 1
+                    start += r
+    assert checked > 100, checked
+    raises(lambda: bc.ref.quantize_grouped(x, "mxfp8_e4m3", [100, 100]), "BC_ERR_ARG", "sum to 200", "516 rows")
+    raises(lambda: bc.ref.quantize_grouped(x, "mxfp8_e4m3", []), "BC_ERR_ARG", "group_rows is empty")
+    raises(lambda: bc.ref.quantize_grouped(x, "mxfp4", [515, 1], columnwise=True), "BC_ERR_ARG", "group 0", "multiple of 2")
+    raises(lambda: bc.ref.quantize_grouped(x, "nvfp4", [516]).group(1), "BC_ERR_ARG", "group 1 of 1")
+
+
 def test_load_spec():
     """a spec file loads into a new format usable at once; a bad one raises BC_ERR_SPEC with file:line"""
     with tempfile.TemporaryDirectory() as d:
