@@ -52,7 +52,8 @@ class Comm:
         file path (rank 0 writes a fresh id there; the others wait up to `timeout` seconds).
         device: this rank's GPU (an index, "cuda:N" or a torch.device; default torch's current
         device, which a process that never called torch.cuda.set_device has at 0 on every rank).
-        The collectives then take tensors on that device."""
+        The collectives then take tensors on that device only. torch's current device is left as
+        it was (tensors made with device="cuda" land there: call torch.cuda.set_device too)."""
         if device is None:
             dev = torch.device("cuda", torch.cuda.current_device())
         else:
@@ -75,7 +76,7 @@ class Comm:
     @classmethod
     def from_nccl(cls, nccl_comm):
         """Wrap an ncclComm_t (an integer pointer, e.g. from another NCCL binding); closing the Comm
-        leaves it to its owner."""
+        leaves it to its owner. Its device is not known here, so tensors are not checked against it."""
         h = ctypes.c_void_p()
         C.call(C.bc_comm_wrap_nccl, ctypes.c_void_p(int(nccl_comm)), ctypes.byref(h))
         return cls(h)
@@ -240,6 +241,7 @@ def all_gather_quantized(q, comm, *, rows=None, rowwise=True, columnwise=False, 
         dev = out.rowwise_data.device if out is not None and out.rowwise_data is not None else \
             comm._dev or torch.device("cuda", torch.cuda.current_device())
     r, total = _rows_of("all_gather_quantized", comm, rows, m)
+    comm._check_device("all_gather_quantized", dev)
     oq, res, dev = _gather_out("all_gather_quantized", f, out, total, cols, rowwise, columnwise, swizzled, dev)
     comm._check_device("all_gather_quantized", dev)
     oq.format = fh
@@ -283,6 +285,9 @@ def shard_cast(shards, comm, *, columnwise=False, swizzled=False, scales=None):
             raise BlockcastError("BC_ERR_ARG", f"shard_cast: shard {i} data is {data.dtype} (contiguous: {data.is_contiguous()}); "
                                  "expected a contiguous float32, bfloat16 or float16 CUDA tensor")
         rows, cols = (int(v) for v in shape)
+        if dev is not None and data.device != dev:
+            raise BlockcastError("BC_ERR_ARG", f"shard_cast: shard {i} data is on {data.device} but shard 0's on {dev}; "
+                                 "pass the shards of one device")
         dev = data.device
         col = bool(columnwise) and f.block == "1d"
         q, tens = _out(f, rows, cols, True, col, swizzled, dev)

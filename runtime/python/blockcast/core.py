@@ -3,6 +3,7 @@ operations (blockcast.ops) and the CPU reference (blockcast.ref)."""
 import ctypes
 import dataclasses
 import functools
+import operator
 import typing
 
 from . import _capi as C
@@ -225,6 +226,8 @@ def sym_layout(f, rows, cols, d, swizzled):
     col = d == C.BC_COLUMNWISE
     if not (f.has_columnwise if col else f.has_rowwise):
         raise BlockcastError("BC_ERR_ARG", f"format '{f.name}' has no {'columnwise' if col else 'rowwise'} direction")
+    if isinstance(rows, int) and isinstance(cols, int) and (rows < 1 or cols < 1 or rows > (1 << 50) // cols):
+        raise BlockcastError("BC_ERR_ARG", f"shape [{rows}, {cols}]; expected rows, cols >= 1 and at most 2^50 elements")
     rule = _layout_rule(f.name, d)
     if rule is None:
         return None
@@ -267,11 +270,13 @@ class QuantizedTensor(typing.NamedTuple):
 
     def row_slice(self, start, count):
         """Rows [start, start + count) of the rowwise direction as a QuantizedTensor of their own
-        whose data and block scales are views of this tensor's (per-tensor formats share its
-        scale_inv, amax and scale tensors; two-level formats its amax). What a quantize writes
-        into the slice lands in place here: a rank quantizes its rows straight into its piece of
-        the all-gather's output (quantize_cast(..., out=q.row_slice(...)), then
-        all_gather_quantized(..., out=q)). Raises where the rows' buffers are not a piece of this
+        whose data and block scales are views of this tensor's. The per-tensor scale_inv, amax
+        and scale (per-tensor formats) and the global amax (two-level formats) are the slice's
+        own copies: what a quantize of the slice computes for them (its rows' own amax) is not
+        the tensor's, and all_gather_quantized(slice, ..., out=q) copies them into q. What a
+        quantize writes into the slice's data and block scales lands in place here: a rank
+        quantizes its rows straight into its piece of the all-gather's output
+        (quantize_cast(..., out=q.row_slice(...)), then all_gather_quantized(..., out=q)). Raises where the rows' buffers are not a piece of this
         tensor's: swizzled block scales, scales not stored row by row (fp8_block_1x128's),
         rows that are not whole blocks, or compact scales whose padding rows (the layout rounds
         them up to 128) would cover the entries of the rows after the slice (count a multiple of
@@ -293,7 +298,8 @@ class QuantizedTensor(typing.NamedTuple):
             raise BlockcastError("BC_ERR_UNSUPPORTED", f"{fn}: format '{f.name}' does not store rows as equal pieces of its data")
         data = _piece(fn, "rowwise_data", self.rowwise_data, start * rb, count * rb, data_shape(f, part))
         if f.per_tensor:
-            return QuantizedTensor(f, (count, cols), data, self.rowwise_scale_inv, None, None, self.amax, self.scale, False)
+            return QuantizedTensor(f, (count, cols), data, _own(self.rowwise_scale_inv), None, None, _own(self.amax),
+                                   _own(self.scale), False)
         if self.scale_swizzled:
             raise BlockcastError("BC_ERR_UNSUPPORTED", f"{fn}: the block scales are swizzled (128x4 GEMM layout), where a "
                                  "band of rows is not a piece of the buffer; slice a compact tensor (swizzled=False) and "
@@ -320,7 +326,7 @@ class QuantizedTensor(typing.NamedTuple):
         es = part.scale_elem_bytes
         sc = _piece(fn, "rowwise_scale_inv", self.rowwise_scale_inv, s0 * whole.scale_cols * es,
                     part.scale_rows * part.scale_cols * es, (part.scale_rows, part.scale_cols))
-        return QuantizedTensor(f, (count, cols), data, sc, None, None, self.amax if f.two_level else None, None, False)
+        return QuantizedTensor(f, (count, cols), data, sc, None, None, _own(self.amax) if f.two_level else None, None, False)
 
 
 _GFIELDS = ("rowwise_data", "rowwise_scale_inv", "columnwise_data", "columnwise_scale_inv")
@@ -380,13 +386,26 @@ class GroupedTensor(typing.NamedTuple):
         return QuantizedTensor(f, (rows, cols), *bufs, amax, scale, bool(self.scale_swizzled))
 
 
-def grouped_offsets(fmt, group_rows, cols, rowwise, columnwise, swizzled):
+def _group_rows(fn, group_rows):
+    """group_rows as a list of ints: a sequence of integers or a 1-D integer array / tensor."""
+    v = group_rows.tolist() if hasattr(group_rows, "tolist") else group_rows
+    try:
+        rows = [operator.index(r) for r in v]
+    except TypeError:
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: group_rows must be a 1-D sequence of integers (rows per group); got "
+                             f"{type(group_rows).__name__} {str(group_rows)[:60]}") from None
+    if any(isinstance(r, bool) for r in v):
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: group_rows holds a bool; expected integers (rows per group)")
+    if not rows:
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: group_rows is empty; expected one row count per group")
+    return rows
+
+
+def grouped_offsets(fmt, group_rows, cols, rowwise, columnwise, swizzled, fn="quantize_grouped"):
     """bc_grouped_layout: (int64 array of the rows, tuple of groups + 1 offset tuples)."""
     f, h = handle(fmt)
-    rows = [int(r) for r in (group_rows.tolist() if hasattr(group_rows, "tolist") else group_rows)]
+    rows = _group_rows(fn, group_rows)
     n = len(rows)
-    if n == 0:
-        raise BlockcastError("BC_ERR_ARG", "quantize_grouped: group_rows is empty; expected one row count per group")
     arr = (ctypes.c_int64 * n)(*rows)
     offs = (C.GroupOffsets * (n + 1))()
     dirs = (C.BC_ROWWISE if rowwise else 0) | (C.BC_COLUMNWISE if columnwise else 0)
@@ -399,7 +418,7 @@ def grouped_out(fn, fmt, x_rows, cols, group_rows, rowwise, columnwise, swizzled
     new(kind, shape) allocates: kind "data", "scale" (the format's dtypes) or "f32" (zeroed)."""
     f, h = handle(fmt)
     check_dirs(fn, f, rowwise, columnwise)
-    arr, offs = grouped_offsets(f, group_rows, cols, rowwise, columnwise, swizzled)
+    arr, offs = grouped_offsets(f, group_rows, cols, rowwise, columnwise, swizzled, fn)
     n = len(arr)
     total = sum(arr)
     if total != x_rows:
@@ -472,6 +491,13 @@ def data_shape(f, lay):
 
 def scale_shape(f, lay):
     return (1,) if f.per_tensor else (lay.scale_rows, lay.scale_cols)
+
+
+def _own(t):
+    """A copy of a one-element fp32 array (None stays None)."""
+    if t is None:
+        return None
+    return t.clone() if torch is not None and isinstance(t, torch.Tensor) else t.copy()
 
 
 def _piece(fn, arg, t, off, nbytes, shape):

@@ -62,22 +62,38 @@ def _stream(dev):
     return torch.cuda.current_stream(dev).cuda_stream
 
 
+_exchange = getattr(torch.cuda, "_exchange_device", None)
+_maybe_exchange = getattr(torch.cuda, "_maybe_exchange_device", None)
+
+
 class _on_device:
-    """Make x's device current for the call (the library launches on the current context)."""
+    """Make x's device current for the call (the library launches on the current context), and
+    the previous one again after it, as torch.cuda.device does: without creating a context on
+    the previous device where it had none (with CUDA 12, setting a device creates its context:
+    a rank on GPU 3 would otherwise hold one on GPU 0)."""
     __slots__ = ("dev", "prev")
 
     def __init__(self, dev):
         self.dev = dev
 
     def __enter__(self):
-        self.prev = torch.cuda.current_device()
-        if self.dev.index is not None and self.dev.index != self.prev:
-            torch.cuda.set_device(self.dev.index)
-        else:
-            self.prev = None
+        self.prev = None
+        idx = self.dev.index
+        if idx is None:
+            return
+        if _exchange is not None and _maybe_exchange is not None:
+            prev = _exchange(idx)
+            self.prev = prev if prev != idx else None
+        elif idx != torch.cuda.current_device():
+            self.prev = torch.cuda.current_device()
+            torch.cuda.set_device(idx)
 
     def __exit__(self, *a):
-        if self.prev is not None:
+        if self.prev is None:
+            return
+        if _maybe_exchange is not None:
+            _maybe_exchange(self.prev)
+        else:
             torch.cuda.set_device(self.prev)
 
 
@@ -252,6 +268,9 @@ def _qt_in(fn, arg, q, *, fmt=None, shape=None, dirs=None, swizzled=None, dev=No
     if shape is not None and (rows, cols) != tuple(shape):
         raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg} has shape ({rows}, {cols}); this call needs ({shape[0]}, {shape[1]})")
     sw = bool(q.scale_swizzled)
+    if swizzled and f.per_tensor:
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: format '{f.name}' has one per-tensor scale; swizzled=True applies to block "
+                             "formats only")
     if swizzled is not None and sw != bool(swizzled) and not f.per_tensor:
         raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg}'s block scales are {'' if sw else 'not '}swizzled but the call "
                              f"asks swizzled={bool(swizzled)}; pass swizzled={sw}")
@@ -294,6 +313,9 @@ def empty(fmt, rows, cols, *, rowwise=True, columnwise=False, swizzled=False, de
     all_gather_quantized, reused from step to step; row_slice() of it gives a rank's rows."""
     f = get_format(fmt)
     check_dirs("empty", f, rowwise, columnwise)
+    if swizzled and f.per_tensor:
+        raise BlockcastError("BC_ERR_ARG", f"empty: format '{f.name}' has one per-tensor scale; swizzled=True applies to "
+                             "block formats only")
     rows, cols = int(rows), int(cols)
     if rows < 1 or cols < 1:
         raise BlockcastError("BC_ERR_ARG", f"empty: shape ({rows}, {cols}); expected at least one row and one column")
@@ -301,7 +323,7 @@ def empty(fmt, rows, cols, *, rowwise=True, columnwise=False, swizzled=False, de
     rd, rs, cd, cs = _alloc_dirs(f, rows, cols, rowwise, columnwise, swizzled, dev)
     amax = torch.zeros(1, dtype=torch.float32, device=dev) if (f.per_tensor or f.two_level) else None
     scale = torch.zeros(1, dtype=torch.float32, device=dev) if f.per_tensor else None
-    return QuantizedTensor(f, (rows, cols), rd, rs, cd, cs, amax, scale, bool(swizzled) and not f.per_tensor)
+    return QuantizedTensor(f, (rows, cols), rd, rs, cd, cs, amax, scale, bool(swizzled))
 
 
 def _dequantize_impl(data, scale_inv, amax, name, rows, cols, d, swizzled, dtype):
@@ -629,6 +651,11 @@ def quantize_grouped(x, fmt, group_rows, *, rowwise=True, columnwise=False, swiz
     t = _hp("quantize_grouped", x)
     dev = x.device
     f = get_format(fmt)
+    if isinstance(offset, torch.Tensor):
+        if not stochastic_rounding:
+            raise BlockcastError("BC_ERR_ARG", "quantize_grouped: a counter offset (tensor) is for stochastic rounding; pass "
+                                 "stochastic_rounding=True or an integer offset")
+        offset = _take_offset("quantize_grouped", offset)
 
     def new(kind, shape):
         if kind == "f32":

@@ -114,6 +114,8 @@ def test_sym_layout():
                     assert got == want, (f.name, d, sw, r, c, got, want)
                     n += 1
     assert n > 10000, n
+    for r, c in ((0, 64), (-1, 64), (64, 0), (1 << 26, 1 << 25)):
+        raises(lambda: sym_layout(bc.format("mxfp8_e4m3"), r, c, 1, False), "BC_ERR_ARG", "expected rows, cols >= 1")
 
 
 def test_ref_fp8_tensor():
@@ -207,14 +209,18 @@ def test_row_slice():
             whole = bc.ref.quantize(xx, f)
             sl = whole.row_slice(start, count)
             part = xx[start:start + count]
-            if f.per_tensor:
+            if f.per_tensor:  # the slice's own copies of the tensor's scale_inv, amax and scale
                 want = bc.ref.quantize_cast(part, f, scale=float(whole.scale[0]))
-                assert sl.scale is whole.scale and sl.amax is whole.amax and sl.rowwise_scale_inv is whole.rowwise_scale_inv
+                for k in ("scale", "amax", "rowwise_scale_inv"):
+                    a, b = getattr(sl, k), getattr(whole, k)
+                    assert np.array_equal(a, b) and not np.shares_memory(a, b), (name, k)
             elif f.two_level:
                 want = bc.ref.quantize_cast(part, f, amax=whole.amax)
-                assert sl.amax is whole.amax
+                assert np.array_equal(sl.amax, whole.amax) and not np.shares_memory(sl.amax, whole.amax)
             else:
                 want = bc.ref.quantize(part, f)
+            if not f.per_tensor:
+                assert np.shares_memory(sl.rowwise_scale_inv, whole.rowwise_scale_inv), name
             assert sl.shape == (count, cols) and sl.columnwise_data is None, name
             assert np.shares_memory(sl.rowwise_data, whole.rowwise_data), name
             assert sl.rowwise_data.shape == want.rowwise_data.shape, (name, sl.rowwise_data.shape, want.rowwise_data.shape)
@@ -282,6 +288,11 @@ def test_grouped_ref():
     raises(lambda: bc.ref.quantize_grouped(x, "mxfp8_e4m3", []), "BC_ERR_ARG", "group_rows is empty")
     raises(lambda: bc.ref.quantize_grouped(x, "mxfp4", [515, 1], columnwise=True), "BC_ERR_ARG", "group 0", "multiple of 2")
     raises(lambda: bc.ref.quantize_grouped(x, "nvfp4", [516]).group(1), "BC_ERR_ARG", "group 1 of 1")
+    raises(lambda: bc.ref.quantize_grouped(x, "nvfp4", [258.0, 258]), "BC_ERR_ARG", "ref.quantize_grouped", "1-D sequence of integers")
+    raises(lambda: bc.ref.quantize_grouped(x, "nvfp4", [[258, 258]]), "BC_ERR_ARG", "1-D sequence of integers")
+    raises(lambda: bc.ref.quantize_grouped(x, "nvfp4", [True, 515]), "BC_ERR_ARG", "bool")
+    raises(lambda: bc.ref.quantize_grouped(x, "nvfp4", []), "BC_ERR_ARG", "ref.quantize_grouped: group_rows is empty")
+    assert bc.ref.quantize_grouped(x, "nvfp4", np.array([258, 258])).group_rows == (258, 258)
 
 
 def test_load_spec():
@@ -424,7 +435,7 @@ def test_abi():
     if not cc:
         skip("no C compiler to read the header's layout")
     structs = {"bc_tensor": C.Tensor, "bc_qtensor": C.QTensor, "bc_format_info": C.FormatInfo, "bc_qlayout": C.QLayout,
-               "bc_comm_info": C.CommInfo, "bc_shard": C.Shard}
+               "bc_comm_info": C.CommInfo, "bc_shard": C.Shard, "bc_group_offsets": C.GroupOffsets}
     lines = ["#include <stddef.h>", "#include <stdio.h>", "#include \"blockcast.h\"", "int main(void) {"]
     for cname, cls in structs.items():
         lines.append(f'  printf("{cname} sizeof %zu\\n", sizeof({cname}));')
@@ -481,10 +492,12 @@ def test_comm_cpu():
     e = bc.empty("fp8_e4m3_tensor", 8, 64, device="cpu")
     assert e.amax is not None and e.scale is not None and float(e.amax[0]) == 0.0
     raises(lambda: bc.empty("mxfp8_e4m3", 0, 64, device="cpu"), "BC_ERR_ARG", "shape (0, 64)")
+    raises(lambda: bc.empty("fp8_e4m3_tensor", 4, 64, swizzled=True, device="cpu"), "BC_ERR_ARG", "empty: format", "per-tensor scale")
     raises(lambda: bc.empty("fp8_e4m3_tensor", 4, 64, rowwise=False, device="cpu"), "BC_ERR_ARG", "neither rowwise nor columnwise")
     from blockcast.ops import _qt_in
     f8 = bc.format("mxfp8_e4m3")
     raises(lambda: _qt_in("t", "out", (1, 2)), "BC_ERR_ARG", "out is a tuple", "QuantizedTensor")
+    raises(lambda: _qt_in("t", "out", e, swizzled=True), "BC_ERR_ARG", "per-tensor scale")
     raises(lambda: _qt_in("t", "out", o, fmt=bc.format("mxfp4")), "BC_ERR_ARG", "out is in format 'mxfp8_e4m3'", "writes 'mxfp4'")
     raises(lambda: _qt_in("t", "out", o, shape=(8, 64)), "BC_ERR_ARG", "out has shape (4, 64)", "needs (8, 64)")
     raises(lambda: _qt_in("t", "out", o, dirs=(True, True)), "BC_ERR_ARG", "holds rowwise but the call asks for rowwise and columnwise")

@@ -442,54 +442,67 @@ def test_collectives():
 
 
 
+def poison(q):
+    """q's buffers filled with 0xA5 bytes (amax / scale NaN): an output a call leaves unwritten shows"""
+    for k in ("rowwise_data", "rowwise_scale_inv", "columnwise_data", "columnwise_scale_inv"):
+        t = getattr(q, k)
+        if t is not None:
+            t.view(torch.uint8).fill_(0xA5)
+    for k in ("amax", "scale"):
+        if getattr(q, k) is not None:
+            getattr(q, k).fill_(float("nan"))
+    return q
+
+
 def test_out_in_place():
     """out=: quantize, quantize_cast, all_gather and all_gather_quantized write given buffers
-    (blockcast.empty) and return them; the in-place gather (each rank casts its rows straight
-    into its row_slice of out, then gathers out) is bit-identical to the whole tensor's cast; a
-    buffer too small for the layout is refused"""
-    rows, starts, cols = [256, 128], [0, 256], 256
-    total = sum(rows)
+    (blockcast.empty, filled with a pattern first) and return them; the in-place gather (each rank
+    casts its rows straight into its row_slice of out, then gathers out; a last rank of 88 rows
+    too) is bit-identical to the whole tensor's cast; a buffer too small for the layout is refused"""
+    cols = 256
     comms = bc.Comm.local(2)
-    for name in ("fp8_e4m3_tensor", "mxfp8_e4m3", "nvfp4", "fp8_block_128x128", "mxfp4"):
-        f = bc.format(name)
-        x = sample(total, cols, torch.bfloat16).to(DEV)
-        parts = list(torch.split(x, rows))
-        full = bc.quantize(x, name)
-        kw = {"scale": full.scale} if f.per_tensor else {"amax": full.amax} if f.two_level else {}
-        want = bc.quantize_cast(x, name, **kw) if kw else full
-        o = bc.empty(name, total, cols)
-        assert bc.quantize(x, name, out=o) is o
-        for k in FIELDS:
-            same(getattr(o, k), getattr(full, k), f"quantize(out=) {name} {k}")
-        o2 = bc.empty(name, total, cols)
-        assert bc.quantize_cast(x, name, out=o2, **kw) is o2
-        keys = [k for k in FIELDS if getattr(want, k) is not None]
-        for k in keys:
-            same(getattr(o2, k), getattr(want, k), f"quantize_cast(out=) {name} {k}")
-
-        def body(r, c):
-            out = bc.empty(name, total, cols)
-            mine = out.row_slice(starts[r], rows[r])
-            if kw:
-                bc.quantize_cast(parts[r], name, out=mine, **kw)
-            else:
-                bc.quantize(parts[r], name, out=mine)
-            res = bc.all_gather_quantized(mine, c, rows=rows, out=out)
-            assert res is out
-            g = bc.all_gather(parts[r], name, c, rows=rows, out=bc.empty(name, total, cols))
-            return out, g
-        res = _ranks(comms, body)
-        for r in range(2):
-            for k in keys:
-                same(getattr(res[r][0], k), getattr(want, k), f"in-place gather {name} rank {r} {k}")
+    for rows in ([256, 128], [256, 88]):
+        starts, total = [0, rows[0]], sum(rows)
+        for name in ("fp8_e4m3_tensor", "mxfp8_e4m3", "nvfp4", "fp8_block_128x128", "mxfp4"):
+            f = bc.format(name)
+            x = sample(total, cols, torch.bfloat16).to(DEV)
+            parts = list(torch.split(x, rows))
+            full = bc.quantize(x, name)
+            kw = {"scale": full.scale} if f.per_tensor else {"amax": full.amax} if f.two_level else {}
+            want = bc.quantize_cast(x, name, **kw) if kw else full
+            o = poison(bc.empty(name, total, cols))
+            assert bc.quantize(x, name, out=o) is o
             for k in FIELDS:
-                same(getattr(res[r][1], k), getattr(full, k), f"all_gather(out=) {name} rank {r} {k}")
-        small = o._replace(rowwise_data=o.rowwise_data.view(torch.uint8)[:100].view(o.rowwise_data.dtype))
-        try:
-            bc.quantize(x, name, out=small)
-            raise AssertionError("a 100-row data buffer was accepted")
-        except bc.BlockcastError as e:
-            assert "out.rowwise_data holds" in str(e) and "blockcast.layout" in str(e), e
+                same(getattr(o, k), getattr(full, k), f"quantize(out=) {name} {k}")
+            o2 = poison(bc.empty(name, total, cols))
+            assert bc.quantize_cast(x, name, out=o2, **kw) is o2
+            keys = [k for k in FIELDS if getattr(want, k) is not None]
+            for k in keys:
+                same(getattr(o2, k), getattr(want, k), f"quantize_cast(out=) {name} {k}")
+
+            def body(r, c):
+                out = poison(bc.empty(name, total, cols))
+                mine = out.row_slice(starts[r], rows[r])
+                if kw:
+                    bc.quantize_cast(parts[r], name, out=mine, **kw)
+                else:
+                    bc.quantize(parts[r], name, out=mine)
+                res = bc.all_gather_quantized(mine, c, rows=rows, out=out)
+                assert res is out
+                g = bc.all_gather(parts[r], name, c, rows=rows, out=poison(bc.empty(name, total, cols)))
+                return out, g
+            res = _ranks(comms, body)
+            for r in range(2):
+                for k in keys:
+                    same(getattr(res[r][0], k), getattr(want, k), f"in-place gather {name} rows {rows} rank {r} {k}")
+                for k in FIELDS:
+                    same(getattr(res[r][1], k), getattr(full, k), f"all_gather(out=) {name} rows {rows} rank {r} {k}")
+            small = o._replace(rowwise_data=o.rowwise_data.view(torch.uint8)[:100].view(o.rowwise_data.dtype))
+            try:
+                bc.quantize(x, name, out=small)
+                raise AssertionError("a 100-row data buffer was accepted")
+            except bc.BlockcastError as e:
+                assert "out.rowwise_data holds" in str(e) and "blockcast.layout" in str(e), e
     for c in comms:
         c.close()
 

@@ -79,6 +79,8 @@ def child(rank, world, d):
                 kw = {"scale": full.scale} if f.per_tensor else {"amax": full.amax} if f.two_level else {}
                 want = bc.quantize_cast(x, name, **kw) if kw else bc.quantize(x, name)
                 out = bc.empty(name, sum(rows), cols, device=dev)
+                for k in ("rowwise_data", "rowwise_scale_inv"):  # a pattern: bytes the gather leaves unwritten show
+                    getattr(out, k).view(torch.uint8).fill_(0xA5)
                 piece = out.row_slice(starts[rank], rows[rank])
                 if kw:
                     bc.quantize_cast(mine, name, out=piece, **kw)
@@ -125,18 +127,25 @@ def main():
     timeout = float(os.environ.get("BC_MULTI_TIMEOUT", "240"))
     with tempfile.TemporaryDirectory(prefix="blockcast-pymulti-") as d:
         env = dict(os.environ, NCCL_NVLS_ENABLE=os.environ.get("NCCL_NVLS_ENABLE", "0"))
+        logs = [(open(os.path.join(d, f"rank{r}.out"), "w+"), open(os.path.join(d, f"rank{r}.err"), "w+")) for r in range(world)]
         procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--rank", str(r), str(world), d], env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(world)]
+                                  stdout=logs[r][0], stderr=logs[r][1], text=True) for r in range(world)]
         outs = []
         for r, p in enumerate(procs):
+            note = ""
             try:
-                o, e = p.communicate(timeout=timeout)
+                p.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 for q in procs:
                     q.kill()
-                o, e = p.communicate()
-                e = f"killed after {timeout} s\n" + e
-            outs.append((p.returncode, o, e))
+                p.wait()
+                note = f"killed after {timeout} s\n"
+            o, e = logs[r]
+            o.seek(0)
+            e.seek(0)
+            outs.append((p.returncode, o.read(), note + e.read()))
+            o.close()
+            e.close()
     print(f"# {world} GPUs, {world} ranks (one process each)")
     i, failed = 0, 0
     for r, (rc, o, e) in enumerate(outs):
