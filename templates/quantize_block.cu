@@ -267,15 +267,40 @@ static __device__ __forceinline__ void bc_pool_bmax(float *bmax, int slot, float
 }
 #endif
 
-// This thread's BC_NLOAD input vectors of tile (r0, c0), all loads issued before any use.
+// This thread's BC_NLOAD input vectors of tile (r0, c0), all loads issued before any use. Vector
+// i = tid + k * BC_THREADS is at tile row i / BC_VPR, vector column i % BC_VPR; where BC_VPR
+// divides BC_THREADS a thread's vectors share their column and lie BC_THREADS / BC_VPR rows apart:
+// one address, then a constant stride (measured: the per-vector division and 64-bit multiply were
+// ~4 of 20 instructions an element of NVFP4's rowwise kernel, tests/bench/NOTES.md).
+// Not in columnwise-only kernels of 6 blocks an SM (40 registers): there the base pointer and stride,
+// live across the loads, spilled (nvfp4 / mxfp4 / mxfp8 columnwise 1.5-4.6 points slower, H200).
+#define BC_ADDR_STRIDE (BC_THREADS % BC_VPR == 0 && (BC_ROWWISE || BC_MIN_BLOCKS < 6))
 template <int MODE>
 static __device__ __forceinline__ void bc_block_load(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, i64 r0,
                                                      i64 c0, int tid, uint4 (&v)[BC_NLOAD]) {
+#if BC_ADDR_STRIDE
+  constexpr int RSTEP = BC_THREADS / BC_VPR;
+  const unsigned ut = (unsigned)tid;
+  const i64 r = r0 + (i64)(ut / BC_VPR), c = c0 + (i64)((ut % BC_VPR) * BC_VE);
+  if (MODE == BC_LOAD_VEC) {
+    const BC_DTYPE_T *p = in + r * ld + c;
+    const i64 step = (i64)RSTEP * ld;
+#pragma unroll
+    for (int k = 0; k < BC_NLOAD; k++) {
+      v[k] = *(const uint4 *)p;
+      p += step;
+    }
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < BC_NLOAD; k++) v[k] = bc_load_vec<MODE>(in, rows, cols, ld, r + k * RSTEP, c);
+#else
 #pragma unroll
   for (int k = 0; k < BC_NLOAD; k++) {
     const int i = tid + k * BC_THREADS;
     v[k] = bc_load_vec<MODE>(in, rows, cols, ld, r0 + i / BC_VPR, c0 + (i % BC_VPR) * BC_VE);
   }
+#endif
 }
 
 // Element (tr, tc) of the staged tile as fp32 (the stochastic-rounding paths, rolled loops).
@@ -489,7 +514,12 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
     else bc_block_load<BC_LOAD_MASKED>(in, rows, cols, ld, r0, c0, tid, v);
 #pragma unroll
     for (int k = 0; k < BC_NLOAD; k++) {
-      const int i = tid + k * BC_THREADS, tr = i / BC_VPR, vcol = i % BC_VPR;
+#if BC_ADDR_STRIDE
+      const unsigned i = (unsigned)tid + k * BC_THREADS;  // unsigned: a division by BC_VPR is a shift
+#else
+      const int i = tid + k * BC_THREADS;
+#endif
+      const int tr = i / BC_VPR, vcol = i % BC_VPR;
       *(uint4 *)(tile + tr * BC_TS + vcol * 16) = v[k];
 #if BC_2D
       // lanes whose vectors lie in one 2D block pool their maxima first
@@ -519,8 +549,9 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
 #endif
     for (int task0 = 0; task0 < ntask; task0 += BC_THREADS) {
       // past the last task: a valid index for the reads; the lanes of a block are all in or all out
-      const int task = task0 + tid < ntask ? task0 + tid : (task0 + tid) % ntask;
-      const int tr = task / BC_RPR, tc0 = (task % BC_RPR) * BC_RUN_R;
+      // (unsigned: divisions by powers of two are shifts)
+      const unsigned ut = (unsigned)(task0 + tid), task = ut < (unsigned)ntask ? ut : ut % (unsigned)ntask;
+      const int tr = (int)(task / BC_RPR), tc0 = (int)(task % BC_RPR) * BC_RUN_R;
       const i64 r = r0 + tr, c = c0 + tc0;
       const bool live = task0 + tid < ntask && r < rows && c < cols;
       uint4 v[BC_NV_R];
@@ -550,7 +581,8 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
         const bc_bscale s = bc_block_scale(m, ts);
         enc[b] = s.enc;
         nosat = nosat && __fmul_rn(m, s.enc) <= BC_ELEM_MAX_FINITE;
-        const i64 sc = (c + b * BC_BC) / BC_BC;
+        // (c0 is a multiple of BC_TC: where that is a multiple of BC_BC, the block index is c0's plus a shift)
+        const i64 sc = BC_TC % BC_BC == 0 ? c0 / BC_BC + (i64)((unsigned)(tc0 + b * BC_BC) / BC_BC) : (c + b * BC_BC) / BC_BC;
         if (BC_ROWWISE && live && (tc0 / BC_RUN_R) % BC_LANES_R == 0 && sc < row_sl.lcols &&
             (!BC_2D || row_sl.per_row || tr % BC_BR == 0))
           bc_write_scale(row_scale, row_sl, row_sl.per_row ? r : r / BC_BR, sc, s.stored);
