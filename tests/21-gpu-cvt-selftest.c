@@ -6,7 +6,7 @@
  * encode through the round-to-odd narrowing on all 2^32 fp32 inputs in either half and on every bf16
  * pair times every e8m0 factor; ue4m3 (NVFP4's scales) through e4m3's conversions for every
  * non-negative or NaN input and every code; and the exact reciprocal bc_rcp_rn against __frcp_rn for all 2^32
- * fp32 inputs. A new element with a fast path gets a bc_selftest_cvt_NAME kernel: add it to elems[]. */
+ * fp32 inputs, __frcp_rn against the double quotient rounded to fp32 for the positive finite ones. A new element with a fast path gets a bc_selftest_cvt_NAME kernel: add it to elems[]. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,11 +59,15 @@ int main(void) {
     for (unsigned long long j = 0; j < nbad && j < 16; j++)
       diag("  input 0x%08X: generic 0x%02X, fast 0x%02X", hex[3 * j], hex[3 * j + 1], hex[3 * j + 2]);
   }
-  /* the exact reciprocal the per-tensor kernels write scale_inv with, against __frcp_rn */
+  /* the exact reciprocal the per-tensor kernels write scale_inv with, against __frcp_rn; and
+   * __frcp_rn against the double quotient rounded to fp32 (the reference's two-level 1 / s_enc,
+   * which the kernels may then take as __frcp_rn: common.cuh bc_tensor_scale_from_amax) for every
+   * positive finite input */
   nbad = run_selftest(ctx, "bc_selftest_rcp", &count, hex);
-  ok(nbad == 0, "bc_rcp_rn == __frcp_rn for %llu fp32 inputs (%llu differ)", count, nbad);
+  ok(nbad == 0, "bc_rcp_rn == __frcp_rn for %llu fp32 inputs, and __frcp_rn == (float)(1.0 / (double)x) for the positive "
+     "finite ones (%llu differ)", count, nbad);
   for (unsigned long long j = 0; j < nbad && j < 16; j++)
-    diag("  input 0x%08X: __frcp_rn 0x%08X, bc_rcp_rn 0x%08X", hex[3 * j], hex[3 * j + 1], hex[3 * j + 2]);
+    diag("  input 0x%08X: __frcp_rn 0x%08X, the other 0x%08X", hex[3 * j], hex[3 * j + 1], hex[3 * j + 2]);
   bc_ctx_destroy(ctx);
   return done_testing();
 }
