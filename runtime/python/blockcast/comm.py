@@ -195,10 +195,8 @@ def _gather_out(fn, f, out, total, cols, rowwise, columnwise, swizzled, dev):
     if out is None:
         q, (rd, rs, cd, cs, amax, scale) = _out(f, total, cols, rowwise, columnwise, swizzled, dev)
         return q, QuantizedTensor(f, (total, cols), rd, rs, cd, cs, amax, scale, bool(swizzled)), dev
-    q, _, odev = _qt_in(fn, "out", out, fmt=f, shape=(total, cols), dirs=(rowwise, columnwise), swizzled=swizzled, dev=dev)
-    if (f.per_tensor or f.two_level) and out.amax is None or f.per_tensor and out.scale is None:
-        raise BlockcastError("BC_ERR_ARG", f"{fn}: out has no {'amax' if out.amax is None else 'scale'}; format '{f.name}' "
-                             "writes the gathered tensor's (blockcast.empty makes one)")
+    q, _, odev = _qt_in(fn, "out", out, fmt=f, shape=(total, cols), dirs=(rowwise, columnwise), swizzled=swizzled, dev=dev,
+                        tensor_scale=True)
     return q, out, odev or dev
 
 

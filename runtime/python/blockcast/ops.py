@@ -192,11 +192,9 @@ def _cast(fn, x, name, rowwise, columnwise, swizzled, sr, seed, offset, scale, a
     check_dirs(fn, f, rowwise, columnwise)
     dev = x.device
     if out is not None:
-        q, _, _ = _qt_in(fn, "out", out, fmt=f, shape=(t.rows, t.cols), dirs=(rowwise, columnwise), swizzled=swizzled, dev=dev)
+        q, _, _ = _qt_in(fn, "out", out, fmt=f, shape=(t.rows, t.cols), dirs=(rowwise, columnwise), swizzled=swizzled, dev=dev,
+                         tensor_scale=fn == "quantize")
         q.format = h
-        if fn == "quantize" and ((f.per_tensor or f.two_level) and out.amax is None or f.per_tensor and out.scale is None):
-            raise BlockcastError("BC_ERR_ARG", f"quantize: out has no {'amax' if out.amax is None else 'scale'}; format "
-                                 f"'{f.name}' writes it (blockcast.empty makes one)")
         rd, rs, cd, cs = out.rowwise_data, out.rowwise_scale_inv, out.columnwise_data, out.columnwise_scale_inv
     else:
         rd, rs, cd, cs = _alloc_dirs(f, t.rows, t.cols, rowwise, columnwise, swizzled, dev, placeholders)
@@ -255,10 +253,12 @@ def _check_buf(fn, arg, t, nbytes, dev=None):
 _DIR_NAMES = ((C.BC_ROWWISE, "rowwise"), (C.BC_COLUMNWISE, "columnwise"))
 
 
-def _qt_in(fn, arg, q, *, fmt=None, shape=None, dirs=None, swizzled=None, dev=None):
+def _qt_in(fn, arg, q, *, fmt=None, shape=None, dirs=None, swizzled=None, dev=None, tensor_scale=False):
     """A QuantizedTensor's buffers as a bc_qtensor, each checked against the layout of its format
     and shape (CUDA, one device, dense, large enough). fmt / shape / dirs ((rowwise, columnwise))
-    / swizzled: what the call needs q to be. Returns (bc_qtensor, Format, device or None)."""
+    / swizzled: what the call needs q to be; tensor_scale: the call writes q's amax (per-tensor
+    and two-level formats) and scale (per-tensor), which q must then have. Returns (bc_qtensor,
+    Format, device or None)."""
     if not isinstance(q, QuantizedTensor):
         raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg} is a {type(q).__name__}; expected a blockcast.QuantizedTensor")
     f, h = handle(q.format)
@@ -280,6 +280,11 @@ def _qt_in(fn, arg, q, *, fmt=None, shape=None, dirs=None, swizzled=None, dev=No
             return " and ".join(n for (_, n), on in zip(_DIR_NAMES, p) if on) or "no direction"
         raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg} holds {names(have)} but the call asks for {names(dirs)}; pass "
                              f"rowwise={have[0]}, columnwise={have[1]} or an {arg} with those directions")
+    if tensor_scale:
+        for name, needed in (("amax", f.per_tensor or f.two_level), ("scale", f.per_tensor)):
+            if needed and getattr(q, name) is None:
+                raise BlockcastError("BC_ERR_ARG", f"{fn}: {arg} has no {name}; format '{f.name}' writes one there "
+                                     "(blockcast.empty makes it)")
     c = C.QTensor(h, rows, cols)
     c.scale_swizzled = 1 if sw else 0
     for (d, name), data, sc in zip(_DIR_NAMES, (q.rowwise_data, q.columnwise_data), (q.rowwise_scale_inv, q.columnwise_scale_inv)):
@@ -409,6 +414,12 @@ def _op_quantize(x, fmt, rowwise, columnwise, swizzled, stochastic_rounding, see
     return rd, rs, cd, cs, a if a is not None else e, s if s is not None else e.clone()
 
 
+def _counter_needs_sr(fn, offset, sr):
+    if isinstance(offset, torch.Tensor) and not sr:
+        raise BlockcastError("BC_ERR_ARG", f"{fn}: a counter offset (tensor) is for stochastic rounding; pass "
+                             "stochastic_rounding=True or an integer offset")
+
+
 def _take_offset(fn, counter):
     """The stochastic-rounding offset held by a counter (a CPU int64 tensor of one element), which
     the call then increments in place: a step counter that torch.compile carries as a tensor."""
@@ -524,18 +535,13 @@ def quantize(x, fmt, *, rowwise=True, columnwise=False, swizzled=False, stochast
     (eager only)."""
     f = get_format(fmt)
     _no_out_compiled("quantize", out)
+    _counter_needs_sr("quantize", offset, stochastic_rounding)
     if out is not None:
         if isinstance(offset, torch.Tensor):
-            if not stochastic_rounding:
-                raise BlockcastError("BC_ERR_ARG", "quantize: a counter offset (tensor) is for stochastic rounding; pass "
-                                     "stochastic_rounding=True or an integer offset")
             offset = _take_offset("quantize", offset)
         _cast("quantize", x, f.name, rowwise, columnwise, swizzled, stochastic_rounding, seed, offset, None, None, out=out)
         return out
     if isinstance(offset, torch.Tensor):
-        if not stochastic_rounding:
-            raise BlockcastError("BC_ERR_ARG", "quantize: a counter offset (tensor) is for stochastic rounding; pass "
-                                 "stochastic_rounding=True or an integer offset")
         if _compiling():
             r = torch.ops.blockcast.quantize_counted(x, f.name, rowwise, columnwise, swizzled, seed, offset)
             rows, cols, _ = flat2d(x, "quantize", "x", True)
@@ -651,10 +657,8 @@ def quantize_grouped(x, fmt, group_rows, *, rowwise=True, columnwise=False, swiz
     t = _hp("quantize_grouped", x)
     dev = x.device
     f = get_format(fmt)
+    _counter_needs_sr("quantize_grouped", offset, stochastic_rounding)
     if isinstance(offset, torch.Tensor):
-        if not stochastic_rounding:
-            raise BlockcastError("BC_ERR_ARG", "quantize_grouped: a counter offset (tensor) is for stochastic rounding; pass "
-                                 "stochastic_rounding=True or an integer offset")
         offset = _take_offset("quantize_grouped", offset)
 
     def new(kind, shape):

@@ -503,6 +503,10 @@ def test_comm_cpu():
     raises(lambda: _qt_in("t", "out", o, dirs=(True, True)), "BC_ERR_ARG", "holds rowwise but the call asks for rowwise and columnwise")
     raises(lambda: _qt_in("t", "out", o, swizzled=True), "BC_ERR_ARG", "not swizzled", "swizzled=False")
     raises(lambda: _qt_in("t", "out", o._replace(rowwise_scale_inv=None)), "BC_ERR_ARG", "rowwise data but no scale_inv")
+    raises(lambda: _qt_in("t", "out", e._replace(scale=None), tensor_scale=True), "BC_ERR_ARG", "out has no scale",
+           "'fp8_e4m3_tensor' writes one")
+    raises(lambda: _qt_in("t", "out", bc.empty("nvfp4", 4, 64, device="cpu")._replace(amax=None), tensor_scale=True),
+           "BC_ERR_ARG", "out has no amax")
     raises(lambda: _qt_in("t", "out", o, fmt=f8), "BC_ERR_ARG", "out.rowwise_data is on cpu")
     try:
         h = bc.comm_id()
