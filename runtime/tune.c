@@ -271,11 +271,28 @@ static void compile_all(tkern *ks, int nk, const char *base_text, const char *ta
 
 static void *dalloc(size_t n) {
   CUdeviceptr p = 0;
-  if (!CUOK(bci_cu.MemAlloc(&p, n ? n : 16))) {
-    fprintf(stderr, "blockcast tune: cuMemAlloc(%zu bytes) failed: the GPU is out of memory (use a smaller --size)\n", n);
+  CUresult r = bci_cu.MemAlloc(&p, n ? n : 16);
+  if (r != CUDA_SUCCESS) {
+    if (r == CUDA_ERROR_OUT_OF_MEMORY)
+      fprintf(stderr, "blockcast tune: cuMemAlloc(%zu bytes) failed: the GPU is out of memory (use a smaller --size)\n", n);
+    else
+      fprintf(stderr, "blockcast tune: cuMemAlloc(%zu bytes) failed: %s\n", n, bci_cu_error_name(r));
     exit(1);
   }
   return (void *)(uintptr_t)p;
+}
+
+/* After a kernel failed on the GPU: an error that a second synchronization returns again is
+ * sticky (an illegal address, a trap): the CUDA context cannot run anything more, so the run
+ * must stop. Returns that error, or CUDA_SUCCESS when the context still works. */
+static CUresult sticky_error(void) {
+  CUresult r = bci_cu.StreamSynchronize(NULL);
+  if (r == CUDA_SUCCESS) {
+    CUdeviceptr p = 0;
+    r = bci_cu.MemAlloc(&p, 16);
+    if (r == CUDA_SUCCESS) bci_cu.MemFree(p);
+  }
+  return r;
 }
 static void dfree(void *p) {
   if (p) bci_cu.MemFree((CUdeviceptr)(uintptr_t)p);
@@ -628,9 +645,10 @@ static bc_status retune(bc_ctx *ctx, const char *text) {
   return bci_set_tuning(ctx, text ? CAND_PATH : NULL, text);
 }
 
-/* Measure every candidate of kernel k; returns 0 when the kernel could not be measured at all. */
+/* Measure every candidate of kernel k; returns 0 when the kernel could not be measured at all,
+ * -1 when a candidate left the CUDA context unusable (sticky_error: the run stops). */
 static int measure(bc_ctx *plain, bc_ctx *tune, tkern *k, const char *base_text, const topts *o) {
-  int fam = fam_of(k);
+  int fam = fam_of(k), dead = 0;
   int64_t sh[2][2];
   check_shapes(k, fam, sh);
   shape_data chk[2], big;
@@ -718,7 +736,14 @@ static int measure(bc_ctx *plain, bc_ctx *tune, tkern *k, const char *base_text,
       poison_outputs(k, fam, &chk[i]);
       bc_status s = call_op(tune, k, fam, &chk[i], chk[i].dx);
       if (s != BC_OK) { snprintf(c->err, sizeof c->err, "%s", bc_last_error(tune)); good = 0; break; }
-      if (!CUOK(bci_cu.StreamSynchronize(NULL))) { snprintf(c->err, sizeof c->err, "the kernel failed on the GPU"); good = 0; break; }
+      CUresult r = bci_cu.StreamSynchronize(NULL);
+      if (r != CUDA_SUCCESS) {
+        snprintf(c->err, sizeof c->err, "%lldx%lld: the kernel failed on the GPU: %s", (long long)chk[i].rows, (long long)chk[i].cols,
+                 bci_cu_error_name(r));
+        good = 0;
+        if (sticky_error() != CUDA_SUCCESS) dead = 1;
+        break;
+      }
       if (!bci_kernel_loaded(tune, k->name)) {
         snprintf(c->err, sizeof c->err, "the check at %lldx%lld did not launch %s", (long long)chk[i].rows,
                  (long long)chk[i].cols, k->name);
@@ -736,9 +761,12 @@ static int measure(bc_ctx *plain, bc_ctx *tune, tkern *k, const char *base_text,
     if (good) {
       poison_outputs(k, fam, &big);
       bc_status s = call_op(tune, k, fam, &big, a.x[0]);
-      if (s != BC_OK || !CUOK(bci_cu.StreamSynchronize(NULL))) {
-        snprintf(c->err, sizeof c->err, "timed shape: %s", s != BC_OK ? bc_last_error(tune) : "the kernel failed on the GPU");
+      CUresult r = s == BC_OK ? bci_cu.StreamSynchronize(NULL) : CUDA_SUCCESS;
+      if (s != BC_OK || r != CUDA_SUCCESS) {
+        if (s != BC_OK) snprintf(c->err, sizeof c->err, "timed shape: %s", bc_last_error(tune));
+        else snprintf(c->err, sizeof c->err, "timed shape: the kernel failed on the GPU: %s", bci_cu_error_name(r));
         good = 0;
+        if (sticky_error() != CUDA_SUCCESS) dead = 1;
       } else if (!bci_kernel_loaded(tune, k->name)) {
         snprintf(c->err, sizeof c->err, "the call at %lldx%lld did not launch %s", (long long)k->rows, (long long)k->cols, k->name);
         good = 0;
@@ -773,19 +801,20 @@ static int measure(bc_ctx *plain, bc_ctx *tune, tkern *k, const char *base_text,
       }
     }
     free(text);
+    if (dead) break;
     if (!good) continue;
     c->valid = 1;
     c->us = time_median(do_op, &a, o->reps);
     if (c->us < 0) { c->valid = 0; snprintf(c->err, sizeof c->err, "timing failed: %s", bc_last_error(tune)); }
   }
-  retune(tune, NULL);
+  if (!dead) retune(tune, NULL);
   free(ref_x);
   for (int d = 0; d < 2; d++) { free(ref.data[d]); free(ref.scale[d]); }
   free(hbuf);
   q_free(&big.dq, 1);
   dfree(big.dx);
   for (int i = 0; i < nchk; i++) shape_free(&chk[i]);
-  return ok;
+  return dead ? -1 : ok;
 }
 
 /* ---- the command ---- */
@@ -1030,12 +1059,22 @@ int bc_cli_tune(bc_ctx *ctx, int argc, char **argv) {
   strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
   fmt_cmd(cmd, sizeof cmd, argc, argv);
   snprintf(doc, sizeof doc, "%s, %s (%s, %d SMs), `%s`", date, devname, arch, sms, cmd);
-  int rc_write = 0;
+  int rc_write = 0, dead = 0;
   for (int i = 0; i < nk; i++) {
     tkern *k = &ks[i];
     time_t tk = time(NULL);
     if (k->d.format[0] && bc_format_get(tune, k->d.format, &k->ftune) != BC_OK) { tfail(tune, k->name); continue; }
-    if (!measure(ctx, tune, k, base, &o)) continue;
+    int m = measure(ctx, tune, k, base, &o);
+    if (m < 0) {
+      for (int c = 0; c < k->nc; c++)
+        if (k->c[c].err[0]) fprintf(stderr, "blockcast tune: %s { %s }: %s\n", k->name, k->c[c].body, k->c[c].err);
+      fprintf(stderr, "blockcast tune: %s: a candidate's kernel faulted and left the CUDA context unusable: stopping (the "
+              "candidate is named above; %d kernels measured before it%s; the rest not measured)\n", k->name, measured,
+              o.dry_run ? "" : " are in the file");
+      dead = 1;
+      break;
+    }
+    if (!m) continue;
     int nvalid = 0, best = -1;
     for (int c = 0; c < k->nc; c++) {
       if (!k->c[c].valid) {
@@ -1078,9 +1117,11 @@ int bc_cli_tune(bc_ctx *ctx, int argc, char **argv) {
       break;
     }
   }
-  bc_ctx_destroy(tune);
-  inputs_free();
-  staging_free();
+  if (!dead) {  /* after a sticky error the driver refuses the frees too */
+    bc_ctx_destroy(tune);
+    inputs_free();
+    staging_free();
+  }
   fprintf(stderr, "blockcast tune: %d of %d kernels measured in %ld s\n", measured, nk, (long)(time(NULL) - t0));
   rc = measured == nk && !rc_write ? 0 : 1;
   if (!o.dry_run && measured > 0 && !rc_write)
