@@ -67,7 +67,7 @@ ${KERNEL}(const bc_list_item *__restrict__ items, int n, u32 total) {
 
 #if BC_LIST_PARAMS
 // 8 + NP * (sizeof(item) + 4) <= BC_LIST_PARAM_BYTES, under CUDA's 32764 bytes of parameters
-// (runtime/multi/bc_list.c computes NP the same way: 129 items of block quantize's 248 bytes)
+// (runtime/multi/bc_list.c computes NP the same way: 125 items of block quantize's 256 bytes)
 #define BC_LIST_PARAM_BYTES 32736
 #define BC_LIST_NP ((BC_LIST_PARAM_BYTES - 8) / (sizeof(bc_list_item) + 4))
 struct bc_list_params {

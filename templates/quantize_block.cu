@@ -267,14 +267,21 @@ static __device__ __forceinline__ void bc_pool_bmax(float *bmax, int slot, float
 }
 #endif
 
+// Columnwise-only kernels of 6 blocks an SM (40 registers) keep the per-thread forms of the
+// tile's load addresses, tile index and two-level factors: ptxas spilled or stalled their
+// replacements there (load addresses: nvfp4 / mxfp4 / mxfp8 columnwise 1.5-4.6 points slower on an
+// H200; the tile index by multiplier and the factor table: mxfp4 88.3 -> 80.2%, nvfp4 68.3 -> 62.8%
+// of the copy on an H100, tests/bench/NOTES.md). Measured, not derived: a tuning entry that moves
+// these kernels off 6 blocks an SM moves them off this rule too.
+#define BC_LEAN (!BC_ROWWISE && BC_MIN_BLOCKS >= 6)
+
 // This thread's BC_NLOAD input vectors of tile (r0, c0), all loads issued before any use. Vector
 // i = tid + k * BC_THREADS is at tile row i / BC_VPR, vector column i % BC_VPR; where BC_VPR
 // divides BC_THREADS a thread's vectors share their column and lie BC_THREADS / BC_VPR rows apart:
 // one address, then a constant stride (measured: the per-vector division and 64-bit multiply were
 // ~4 of 20 instructions an element of NVFP4's rowwise kernel, tests/bench/NOTES.md).
-// Not in columnwise-only kernels of 6 blocks an SM (40 registers): there the base pointer and stride,
-// live across the loads, spilled (nvfp4 / mxfp4 / mxfp8 columnwise 1.5-4.6 points slower, H200).
-#define BC_ADDR_STRIDE (BC_THREADS % BC_VPR == 0 && (BC_ROWWISE || BC_MIN_BLOCKS < 6))
+// Not in the lean kernels (BC_LEAN).
+#define BC_ADDR_STRIDE (BC_THREADS % BC_VPR == 0 && !BC_LEAN)
 template <int MODE>
 static __device__ __forceinline__ void bc_block_load(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, i64 r0,
                                                      i64 c0, int tid, uint4 (&v)[BC_NLOAD]) {
@@ -300,6 +307,34 @@ static __device__ __forceinline__ void bc_block_load(const BC_DTYPE_T *__restric
     const int i = tid + k * BC_THREADS;
     v[k] = bc_load_vec<MODE>(in, rows, cols, ld, r0 + i / BC_VPR, c0 + (i % BC_VPR) * BC_VE);
   }
+#endif
+}
+
+// The two-level rule (BC_RULE 3) with a scale element of at most 8 bits: a block's encode factor
+// is a function of its scale code within a tensor (common.cuh: bc_two_level_enc), so one warp a
+// tile computes S_enc / elem_max, S_dec and the factor of every code into shared memory (tl: the
+// 2^BITS factors, then those two), and a block looks its factor up instead of decoding its scale
+// and dividing (~10 instructions a block of 16 elements: tests/bench/NOTES.md). Each thread had
+// also computed the tensor's factors (a division and a double reciprocal) for every tile.
+#define BC_TL_TAB (BC_RULE == 3 && BC_SELEM_BITS <= 8 && !BC_LEAN)
+#if BC_TL_TAB
+#define BC_TL_N (1 << BC_SELEM_BITS)
+static __device__ __forceinline__ void bc_tl_fill(float *tl, const float *global_amax, int lane) {
+  const bc_tensor_scale ts = bc_tensor_scale_from_amax(global_amax);
+#pragma unroll
+  for (int i = lane; i < BC_TL_N; i += 32) tl[i] = bc_two_level_enc((u32)i, ts.dec);
+  if (lane == 0) tl[BC_TL_N] = ts.enc_per_elem, tl[BC_TL_N + 1] = ts.dec;
+}
+#endif
+static __device__ __forceinline__ bc_bscale bc_block_scale_q(float amax, const bc_tensor_scale &ts, const float *tl) {
+#if BC_TL_TAB
+  bc_bscale s;
+  s.stored = bc_two_level_code(amax, ts.enc_per_elem);
+  s.enc = tl[s.stored];
+  return s;
+#else
+  (void)tl;
+  return bc_block_scale(amax, ts);
 #endif
 }
 
@@ -439,7 +474,7 @@ extern "C" __global__ void __launch_bounds__(BC_THREADS, BC_MIN_BLOCKS)
 ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const float *__restrict__ global_amax,
           u8 *__restrict__ row_data, void *__restrict__ row_scale, bc_sl row_sl,
           u8 *__restrict__ col_data, void *__restrict__ col_scale, bc_sl col_sl, i64 col_ld,
-          u64 sr_seed, u64 sr_offset, int sr, int vec_in, int vec_row, int vec_col, i64 tiles_x, i64 tiles) {
+          u64 sr_seed, u64 sr_offset, int sr, int vec_in, int vec_row, int vec_col, i64 tiles_x, i64 tiles, u32 tx_m, u32 tx_s) {
   extern __shared__ __align__(16) u8 bc_smem[];
   u8 *tile = bc_smem;
   const int tid = threadIdx.x;
@@ -457,9 +492,25 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
     return;
   }
 
+#if BC_LEAN
   const i64 r0 = (t / tiles_x) * BC_TR, c0 = (t % tiles_x) * BC_TC;
+  (void)tx_m, (void)tx_s;
+#else
+  // the tile's row t / tiles_x by the host's multiplier (t < 2^31: bc_ops.c refuses more tiles)
+  const u32 ty = bc_udiv31((u32)t, tx_m, tx_s);
+  const i64 r0 = (i64)ty * BC_TR, c0 = (i64)((u32)t - ty * (u32)tiles_x) * BC_TC;
+#endif
   const bool whole = r0 + BC_TR <= rows && c0 + BC_TC <= cols;
-  const bc_tensor_scale ts = bc_tensor_scale_from_amax(global_amax);
+#if BC_TL_TAB
+  // the two-level rule's factors of this tensor (bc_tl_fill): the last warp computes them while its
+  // loads are in flight, every thread reads them after the load's barrier
+  __shared__ __align__(8) float tl_tab[BC_TL_N + 2];
+#define BC_TS_COMPUTE() \
+  if (tid >= BC_THREADS - 32) bc_tl_fill(tl_tab, global_amax, tid & 31)
+#else
+  const bc_tensor_scale ts = bc_tensor_scale_from_amax(global_amax);  // constants but for a two-level rule
+#define BC_TS_COMPUTE() (void)0
+#endif
 #if BC_ROWWISE
   u8 *rcodes = bc_smem + BC_RCODES_OFF;
 #endif
@@ -486,6 +537,7 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
         else d = bc_load_vec<BC_LOAD_MASKED>(in, rows, cols, ld, r, c + k * BC_VE);
       }
     }
+    BC_TS_COMPUTE();
     // the run's 2D blocks: BC_NBLK_R of them (or one shared by BC_LANES_R runs); a tile no taller
     // than a block holds one block row, so this thread's runs pool before the shuffles
     constexpr int nvb = BC_NV_R / BC_NBLK_R;
@@ -512,6 +564,7 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
     if (whole && vec_in) bc_block_load<BC_LOAD_VEC>(in, rows, cols, ld, r0, c0, tid, v);
     else if (whole) bc_block_load<BC_LOAD_ELEMS>(in, rows, cols, ld, r0, c0, tid, v);  // rows not 16-byte aligned
     else bc_block_load<BC_LOAD_MASKED>(in, rows, cols, ld, r0, c0, tid, v);
+    BC_TS_COMPUTE();
 #pragma unroll
     for (int k = 0; k < BC_NLOAD; k++) {
 #if BC_ADDR_STRIDE
@@ -530,6 +583,16 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
     __syncthreads();
   }
 #endif
+
+#if BC_TL_TAB
+  const float *tl = tl_tab;
+  bc_tensor_scale ts;
+  ts.enc_per_elem = tl_tab[BC_TL_N], ts.dec = tl_tab[BC_TL_N + 1];
+#else
+  const float *tl = nullptr;
+#endif
+  (void)tl;
+#undef BC_TS_COMPUTE
 
   bc_rng rng;
   rng.init(sr_seed, sr_offset);
@@ -578,7 +641,7 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
 #pragma unroll
         for (int o = 1; o < BC_LANES_R; o <<= 1) m = bc_bmax(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
 #endif
-        const bc_bscale s = bc_block_scale(m, ts);
+        const bc_bscale s = bc_block_scale_q(m, ts, tl);
         enc[b] = s.enc;
         nosat = nosat && __fmul_rn(m, s.enc) <= BC_ELEM_MAX_FINITE;
         // (c0 is a multiple of BC_TC: where that is a multiple of BC_BC, the block index is c0's plus a shift)
@@ -745,7 +808,9 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
     for (int b = 0; b < BC_CNB; b++) {
       float m0, m1;
 #if BC_2D
-      m0 = m1 = bmax[((tr0 + b * BC_CBH) / BC_BR) * BC_BMAX_COLS + tc / BC_BC];
+      // threads past the tasks (more threads than tasks: 512 threads, short tiles) have rows past
+      // the tile's: their index would run past bmax, out of the CTA's shared memory
+      m0 = m1 = tlive ? bmax[((tr0 + b * BC_CBH) / BC_BR) * BC_BMAX_COLS + tc / BC_BC] : 0.0f;
 #else
       bc_pw mm = bc_pw_zero();
       if (tlive) {
@@ -768,8 +833,8 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
       m0 = bc_pw_lo(mm);
       m1 = bc_pw_hi(mm);
 #endif
-      const bc_bscale s0 = bc_block_scale(m0, ts);
-      const bc_bscale s1 = BC_2D ? s0 : bc_block_scale(m1, ts);
+      const bc_bscale s0 = bc_block_scale_q(m0, ts, tl);
+      const bc_bscale s1 = BC_2D ? s0 : bc_block_scale_q(m1, ts, tl);
       e0[b] = s0.enc;
       nosat = nosat && __fmul_rn(m0, s0.enc) <= BC_ELEM_MAX_FINITE && __fmul_rn(m1, s1.enc) <= BC_ELEM_MAX_FINITE;
       e1[b] = s1.enc;

@@ -21,6 +21,17 @@
 
 static inline int bci_aligned(const void *p, size_t a) { return ((uintptr_t)p % a) == 0; }
 
+/* floor(t / d) for every t < 2^31 as (t * m) >> s (templates/common.cuh: bc_udiv31), for
+ * 1 <= d < 2^31: l = ceil(log2 d), m = ceil(2^(31 + l) / d) (< 2^32), s = 31 + l. Exact because
+ * m d - 2^(31 + l) < d <= 2^l (Granlund and Montgomery, 1994, theorem 4.2 with N = 31). A kernel
+ * finds its tile's row this way instead of by a 64-bit division. */
+static inline void bci_udiv31(uint32_t d, uint32_t *m, uint32_t *s) {
+  int l = 0;
+  while (l < 31 && (1u << l) < d) l++;
+  *m = (uint32_t)(((1ull << (31 + l)) + d - 1) / d);
+  *s = (uint32_t)(31 + l);
+}
+
 /* ---- the context ----
  * Defined here so that every layer can fail into it and read what it owns; the fields belong to
  * the layer named beside them, which alone writes them. Created and destroyed in ctx/. */

@@ -367,6 +367,8 @@ static bc_status block_cast_launch(bc_ctx *ctx, bci_sink *sink, const char *fn, 
   if (tiles + padblocks > 0x7FFFFFFF)
     return bci_fail(ctx, BC_ERR_UNSUPPORTED, "%s: [%lld, %lld] needs %lld tiles, more than one launch holds (2^31 - 1)", fn,
                     (long long)rows, (long long)cols, (long long)tiles);
+  uint32_t tx_m, tx_s;
+  bci_udiv31(tiles_x > 0 ? (uint32_t)tiles_x : 1u, &tx_m, &tx_s); /* the tile's row: templates/quantize_block.cu */
   void *in = x->data;
   const float *gamax = q->amax;
   void *rd = q->rowwise_data, *rs = q->rowwise_scale_inv, *cd = q->columnwise_data, *cs = q->columnwise_scale_inv;
@@ -374,12 +376,13 @@ static bc_status block_cast_launch(bc_ctx *ctx, bci_sink *sink, const char *fn, 
   int sr = q->stochastic_rounding != 0;
   bci_arg args[] = { BCI_ARG(in), BCI_ARG(rows), BCI_ARG(cols), BCI_ARG(ld), BCI_ARG(gamax), BCI_ARG(rd), BCI_ARG(rs),
                      BCI_ARG(gr.sl), BCI_ARG(cd), BCI_ARG(cs), BCI_ARG(gc.sl), BCI_ARG(col_ld), BCI_ARG(seed), BCI_ARG(off),
-                     BCI_ARG(sr), BCI_ARG(vec_in), BCI_ARG(vec_row), BCI_ARG(vec_col), BCI_ARG(tiles_x), BCI_ARG(tiles) };
+                     BCI_ARG(sr), BCI_ARG(vec_in), BCI_ARG(vec_row), BCI_ARG(vec_col), BCI_ARG(tiles_x), BCI_ARG(tiles),
+                     BCI_ARG(tx_m), BCI_ARG(tx_s) };
   /* rowwise output rows that are not 16-byte aligned are staged in shared memory past the
    * launch's own layout (templates/quantize_block.cu: BC_RCODES_OFF == BC_SMEM, BC_RSTRIDE) */
   int smem = L->smem;
   if (q->rowwise_data && !vec_row) smem += L->tile_rows * (L->tile_cols * bits / 8 + 16);
-  return bci_run(ctx, sink, k, (unsigned)(tiles + padblocks), 1, 1, (unsigned)L->threads, smem, stream, args, 20);
+  return bci_run(ctx, sink, k, (unsigned)(tiles + padblocks), 1, 1, (unsigned)L->threads, smem, stream, args, 22);
 }
 
 static bc_status check_cast_args(bc_ctx *ctx, const char *fn, const bc_tensor *x, bc_qtensor *q, int64_t *ld) {

@@ -1103,6 +1103,11 @@ struct bc_bscale {
   u32 stored;
 };
 
+// floor(t / d) for t < 2^31 from the host's m, s for d (runtime/base/bc_base.h: bci_udiv31): one
+// wide multiply and a shift instead of a division (a 64-bit one: a fast 32-bit path of ~20
+// instructions, a call otherwise)
+static __device__ __forceinline__ u32 bc_udiv31(u32 t, u32 m, u32 s) { return (u32)(((u64)t * m) >> s); }
+
 // Per-tensor part of a two-level rule, from the global amax: S_enc * (1 / elem_max) and S_dec.
 struct bc_tensor_scale {
   float enc_per_elem, dec;
@@ -1118,14 +1123,40 @@ static __device__ __forceinline__ bc_tensor_scale bc_tensor_scale_from_amax(cons
   if (ga == 0.0f || s_enc == 0.0f) s_enc = 1.0f;
   t.enc_per_elem = __fmul_rn(s_enc, __frcp_rn(BC_ELEM_MAX_FINITE));
   // The reference's (float)(1.0 / (double)s_enc). __frcp_rn(s_enc) gives the same bits for every
-  // positive finite s_enc (21-gpu-cvt-selftest proves it) in fewer instructions, but measured on an
-  // H100 it made NVFP4's columnwise kernel 2% slower and the others no faster (tests/bench/NOTES.md);
-  // not adopted until measured on an H200, where these kernels are issue-bound.
+  // positive finite s_enc (21-gpu-cvt-selftest proves it) in fewer instructions; not adopted (NVFP4
+  // columnwise 2% slower on an H100, tests/bench/NOTES.md), and the block quantize kernels now
+  // compute this once a tile in one warp (quantize_block.cu: BC_TL_TAB), not in every thread.
   t.dec = __double2float_rn(__ddiv_rn(1.0, (double)s_enc));
 #endif
   return t;
 }
 
+
+#if BC_RULE == 3 && defined(BC_SELEM_BITS)
+// Two-level (NVFP4): a block's scale is s = scale_elem(amax * S_enc / elem_max), its code (< 2^BITS:
+// amax x enc_per_elem is >= 0 or NaN) ...
+static __device__ __forceinline__ u32 bc_two_level_code(float amax, float enc_per_elem) {
+#if BC_SELEM_NONNEG_HW
+  // the signed twin's conversion (two instructions, not ~25)
+  return bc_selem_encode_nonneg(__fmul_rn(amax, enc_per_elem));
+#else
+  return bc_encode_t<bc_selem>(__fmul_rn(amax, enc_per_elem));
+#endif
+}
+// ... and its elements' encode factor 1 / (s * S_dec), a function of the code alone within a tensor
+// (quantize_block.cu tabulates it per tile: BC_TL_TAB)
+static __device__ __forceinline__ float bc_two_level_enc(u32 code, float dec) {
+#if BC_SELEM_NONNEG_HW
+  const float fs = bc_selem_decode_hw(code);
+#else
+  const float fs = bc_decode_t<bc_selem>(code);
+#endif
+#if BC_NAN_SCALE
+  if (fs != fs) return fs;  // a marked block (its amax NaN): elements from x * NaN, as the other rules
+#endif
+  return fminf(__fdiv_rn(1.0f, __fmul_rn(fs, dec)), BC_FLT_MAX);
+}
+#endif
 
 #ifdef BC_DTYPE
 static __device__ __forceinline__ bc_bscale bc_block_scale(float amax, const bc_tensor_scale &ts) {
@@ -1162,20 +1193,8 @@ static __device__ __forceinline__ bc_bscale bc_block_scale(float amax, const bc_
   s.stored = e;
   s.enc = bc_e8m0_enc(e);
 #else
-  // two-level (NVFP4): s = scale_elem(amax * S_enc / elem_max); encode factor 1 / (s * S_dec)
-#if BC_SELEM_NONNEG_HW
-  // amax x enc_per_elem is >= 0 or NaN: the signed twin's conversion (two instructions, not ~25)
-  const u32 code = bc_selem_encode_nonneg(__fmul_rn(amax, ts.enc_per_elem));
-  const float fs = bc_selem_decode_hw(code);
-#else
-  u32 code = bc_encode_t<bc_selem>(__fmul_rn(amax, ts.enc_per_elem));
-  float fs = bc_decode_t<bc_selem>(code);
-#endif
-  s.stored = code;
-  s.enc = fminf(__fdiv_rn(1.0f, __fmul_rn(fs, ts.dec)), BC_FLT_MAX);
-#if BC_NAN_SCALE
-  if (fs != fs) s.enc = fs;  // a marked block (its amax NaN): elements from x * NaN, as the other rules
-#endif
+  s.stored = bc_two_level_code(amax, ts.enc_per_elem);
+  s.enc = bc_two_level_enc(s.stored, ts.dec);
 #endif
   return s;
 }
