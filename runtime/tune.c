@@ -735,7 +735,12 @@ static int measure(bc_ctx *plain, bc_ctx *tune, tkern *k, const char *base_text,
       if (retune(tune, text) != BC_OK) { snprintf(c->err, sizeof c->err, "%s", bc_last_error(tune)); good = 0; break; }
       poison_outputs(k, fam, &chk[i]);
       bc_status s = call_op(tune, k, fam, &chk[i], chk[i].dx);
-      if (s != BC_OK) { snprintf(c->err, sizeof c->err, "%s", bc_last_error(tune)); good = 0; break; }
+      if (s != BC_OK) {
+        snprintf(c->err, sizeof c->err, "%s", bc_last_error(tune));
+        good = 0;
+        if (s == BC_ERR_CUDA && sticky_error() != CUDA_SUCCESS) dead = 1;
+        break;
+      }
       CUresult r = bci_cu.StreamSynchronize(NULL);
       if (r != CUDA_SUCCESS) {
         snprintf(c->err, sizeof c->err, "%lldx%lld: the kernel failed on the GPU: %s", (long long)chk[i].rows, (long long)chk[i].cols,
