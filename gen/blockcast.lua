@@ -562,17 +562,23 @@ local function launch_of(k, arch, t)
     -- past this, for launches whose rowwise output rows are not 16-byte aligned, the host adds the
     -- staged codes: tile_rows x (tile_cols * bits / 8 + 16) bytes (runtime/ops/bc_ops.c)
     local staged = k.rowwise and L.tile_rows * (L.tile_cols * k.format.elem.bits // 8 + 16) or 0
+    -- and the static shared memory the driver adds to each block: the two-level rule's factor table
+    -- (quantize_block.cu: tl_tab, 2^bits + 2 floats; counted also where BC_LEAN leaves it out)
+    local static = 0
+    if k.format.scale.rule == "two_level" and k.format.selem and k.format.selem.bits <= 8 then
+      static = 4 * ((1 << k.format.selem.bits) + 2)
+    end
     local sm = M.arch_sm(arch)
     local SMEM = smem_limits(sm)
-    if L.smem + staged > SMEM.block then
+    if L.smem + staged + static > SMEM.block then
       spec.fail(string.format("kernel '%s' for %s: a %dx%d tile needs %d bytes of shared memory%s, more than a block " ..
         "may have there (%d); use smaller tile_rows / tile_cols in the tuning", name, arch, L.tile_rows, L.tile_cols,
-        L.smem + staged, staged > 0 and string.format(" (%d of them for unaligned rowwise output)", staged) or "",
+        L.smem + staged + static, staged > 0 and string.format(" (%d of them for unaligned rowwise output)", staged) or "",
         SMEM.block))
     end
     -- no more resident blocks asked of the register allocator than shared memory admits for the
     -- common (aligned) launch; 1 KiB per block is reserved by the driver
-    local fit = SMEM.sm // (L.smem + 1024)
+    local fit = SMEM.sm // (L.smem + static + 1024)
     if fit >= 1 and L.min_blocks > fit then L.min_blocks = fit end
   end
   return L

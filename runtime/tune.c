@@ -282,15 +282,17 @@ static void *dalloc(size_t n) {
   return (void *)(uintptr_t)p;
 }
 
-/* After a kernel failed on the GPU: an error that a second synchronization returns again is
- * sticky (an illegal address, a trap): the CUDA context cannot run anything more, so the run
- * must stop. Returns that error, or CUDA_SUCCESS when the context still works. */
+/* After a kernel failed on the GPU: an error that a second synchronization, or a small
+ * allocation after it, returns again is sticky (an illegal address, a trap): the CUDA context
+ * cannot run anything more, so the run must stop. Returns that error, or CUDA_SUCCESS when the
+ * context still works (a full GPU refusing the probe's 16 bytes is not a dead context). */
 static CUresult sticky_error(void) {
   CUresult r = bci_cu.StreamSynchronize(NULL);
   if (r == CUDA_SUCCESS) {
     CUdeviceptr p = 0;
     r = bci_cu.MemAlloc(&p, 16);
     if (r == CUDA_SUCCESS) bci_cu.MemFree(p);
+    else if (r == CUDA_ERROR_OUT_OF_MEMORY) r = CUDA_SUCCESS;
   }
   return r;
 }
@@ -771,7 +773,7 @@ static int measure(bc_ctx *plain, bc_ctx *tune, tkern *k, const char *base_text,
         if (s != BC_OK) snprintf(c->err, sizeof c->err, "timed shape: %s", bc_last_error(tune));
         else snprintf(c->err, sizeof c->err, "timed shape: the kernel failed on the GPU: %s", bci_cu_error_name(r));
         good = 0;
-        if (sticky_error() != CUDA_SUCCESS) dead = 1;
+        if ((s == BC_ERR_CUDA || r != CUDA_SUCCESS) && sticky_error() != CUDA_SUCCESS) dead = 1;
       } else if (!bci_kernel_loaded(tune, k->name)) {
         snprintf(c->err, sizeof c->err, "the call at %lldx%lld did not launch %s", (long long)k->rows, (long long)k->cols, k->name);
         good = 0;
@@ -810,7 +812,15 @@ static int measure(bc_ctx *plain, bc_ctx *tune, tkern *k, const char *base_text,
     if (!good) continue;
     c->valid = 1;
     c->us = time_median(do_op, &a, o->reps);
-    if (c->us < 0) { c->valid = 0; snprintf(c->err, sizeof c->err, "timing failed: %s", bc_last_error(tune)); }
+    if (c->us < 0) {
+      c->valid = 0;
+      snprintf(c->err, sizeof c->err, "timing failed: %s", bc_last_error(tune));
+      /* the timing also runs the two other inputs, which the checks did not */
+      if (sticky_error() != CUDA_SUCCESS) {
+        dead = 1;
+        break;
+      }
+    }
   }
   if (!dead) retune(tune, NULL);
   free(ref_x);
@@ -1122,7 +1132,7 @@ int bc_cli_tune(bc_ctx *ctx, int argc, char **argv) {
       break;
     }
   }
-  if (!dead) {  /* after a sticky error the driver refuses the frees too */
+  if (!dead) {  /* after a sticky error every driver call fails: the process ends right after (nothing to release) */
     bc_ctx_destroy(tune);
     inputs_free();
     staging_free();
