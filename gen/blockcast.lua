@@ -557,6 +557,11 @@ local function launch_of(k, arch, t)
       if b.rows == 1 and b.cols > L.col_rows then
         aux = (L.tile_cols // 2) * (L.tile_rows // L.col_rows) * 2 * DTYPE_SIZE[k.dtype]
       end
+      -- then, for transposed data of 1D blocks, the tile's columnwise scales (quantize_block.cu:
+      -- BC_CSCALES)
+      if b.rows == 1 and k.format.columnwise and k.format.columnwise.layout == "transposed" then
+        aux = aux + L.tile_cols * (L.tile_rows // b.cols) * (k.format.scale.type == "fp32" and 4 or 1)
+      end
     end
     L.smem = L.smem + (aux + 15) // 16 * 16
     -- past this, for launches whose rowwise output rows are not 16-byte aligned, the host adds the

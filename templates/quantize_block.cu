@@ -95,8 +95,16 @@
 // launch's size BC_SMEM. Past it, only when the rowwise output rows are not 16-byte aligned, the
 // staged rowwise codes [BC_TR x BC_RSTRIDE] (the host adds those bytes to that launch:
 // runtime/bc_ops.c, block_cast_launch).
+/* transposed columnwise data of 1D blocks: the tile's columnwise scales are staged (BC_TC columns
+   x BC_CSB blocks, after the partial amaxes) and written out after the codes' barrier, consecutive
+   lanes along the layout's contiguous direction. Written from the column tasks directly, a warp's
+   64 one-byte stores into a compact layout fell in 64 sectors: as many L2 writes as the tile's
+   input reads, and NVFP4 columnwise ran at 96% of the L2's throughput (H100; tests/bench/NOTES.md) */
+#define BC_CSCALES (BC_COLUMNWISE && BC_COL_TRANSPOSED && !BC_2D)
+#define BC_CSB (BC_TR / BC_CBR)                            /* columnwise blocks of a tile column */
+#define BC_PART_BYTES (BC_COLUMNWISE && BC_CSHARE > 1 ? BC_CG * BC_CSEG * 2 * BC_S : 0)
 #define BC_AUX_BYTES ((BC_2D ? 4 * (BC_TR / BC_BR) * (BC_TC / BC_BC)                                 \
-                             : (BC_COLUMNWISE && BC_CSHARE > 1 ? BC_CG * BC_CSEG * 2 * BC_S : 0)) + 15) / 16 * 16
+                             : BC_PART_BYTES + (BC_CSCALES ? BC_TC * BC_CSB * BC_SCALE_BYTES : 0)) + 15) / 16 * 16
 #define BC_RCODES_OFF (BC_TR * BC_TS + BC_AUX_BYTES)
 #if BC_RCODES_OFF != BC_SMEM
 #error "shared memory layout differs from the launch's size (gen/blockcast.lua: M.launch)"
@@ -470,6 +478,36 @@ static __device__ __forceinline__ void bc_stage_words(u8 *st, int at, const u32 
   }
 }
 
+#if BC_CSCALES
+static __device__ __forceinline__ void bc_csc_put(u8 *csc, int i, u32 stored) {
+#if BC_SCALE_BYTES == 4
+  ((u32 *)csc)[i] = stored;
+#else
+  csc[i] = (u8)stored;
+#endif
+}
+// The staged columnwise scales of tile (r0, c0), entry j * BC_CSB + q = (tile column j, block row
+// q), to (view row c0 + j, view column r0 / BC_CBR + q) of the layout, where they lie in it (view
+// rows < cols, view columns < lcols): consecutive threads take consecutive block rows of a column
+// (compact row-major and swizzled layouts: adjacent bytes), or consecutive columns where the
+// layout is column-major (order 1).
+static __device__ __forceinline__ void bc_csc_write(const u8 *csc, void *col_scale, const bc_sl &col_sl, i64 r0, i64 c0, i64 cols,
+                                                    int tid) {
+  const bool down = col_sl.order == 1;
+#pragma unroll
+  for (int i = tid; i < BC_TC * BC_CSB; i += BC_THREADS) {
+    const int j = down ? i % BC_TC : i / BC_CSB, q = down ? i / BC_TC : i % BC_CSB;
+    const i64 c = c0 + j, sc = r0 / BC_CBR + q;
+    if (c < cols && sc < col_sl.lcols)
+#if BC_SCALE_BYTES == 4
+      bc_write_scale(col_scale, col_sl, c, sc, ((const u32 *)csc)[j * BC_CSB + q]);
+#else
+      bc_write_scale(col_scale, col_sl, c, sc, csc[j * BC_CSB + q]);
+#endif
+  }
+}
+#endif
+
 extern "C" __global__ void __launch_bounds__(BC_THREADS, BC_MIN_BLOCKS)
 ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const float *__restrict__ global_amax,
           u8 *__restrict__ row_data, void *__restrict__ row_scale, bc_sl row_sl,
@@ -794,6 +832,9 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
     const i64 c = c0 + tc, r = r0 + tr0;
     const bool tlive = tid < BC_CTASKS;
     const u8 *col = tile + tr0 * BC_TS + tc * BC_S;
+#if BC_CSCALES
+    u8 *csc = bc_smem + BC_TR * BC_TS + BC_PART_BYTES;
+#endif
     // up to 16 rows the words stay in registers between amax and encode; taller tasks read them
     // again after a barrier (register pressure)
     bc_pw v[BC_CHOLD ? BC_CH : 1];
@@ -839,6 +880,13 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
       nosat = nosat && __fmul_rn(m0, s0.enc) <= BC_ELEM_MAX_FINITE && __fmul_rn(m1, s1.enc) <= BC_ELEM_MAX_FINITE;
       e1[b] = s1.enc;
       // view [cols, rows]: row c; block column r / CBR + b; 2D blocks are BC_BC view rows tall
+#if BC_CSCALES
+      if (tlive && seg % BC_CSHARE == 0) {  // staged: bc_csc_write below
+        const int q = tr0 / BC_CBR + b;    // the tile's block row
+        bc_csc_put(csc, tc * BC_CSB + q, s0.stored);
+        bc_csc_put(csc, (tc + 1) * BC_CSB + q, s1.stored);
+      }
+#else
       const i64 sc = r / BC_CBR + b;
       if (tlive && c < cols && sc < col_sl.lcols && seg % BC_CSHARE == 0) {
         if (!BC_2D || col_sl.per_row) {
@@ -848,6 +896,7 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
           bc_write_scale(col_scale, col_sl, c / BC_BC, sc, s0.stored);
         }
       }
+#endif
     }
 #if !BC_CHOLD && BC_CSHARE == 1
     __syncthreads();  // the encode reads the words again
@@ -964,6 +1013,9 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
       }
     }
     __syncthreads();
+#if BC_CSCALES
+    bc_csc_write(csc, col_scale, col_sl, r0, c0, cols, tid);
+#endif
     if (vec_col) bc_write_rows<BC_OB, BC_ROWS_ALIGNED, false>(codes, BC_CSTRIDE, BC_TC, out_row);
     else bc_write_rows<BC_OB, BC_ROWS_STAGED, false>(codes, BC_CSTRIDE, BC_TC, out_row);
 #else
