@@ -557,10 +557,14 @@ local function launch_of(k, arch, t)
       if b.rows == 1 and b.cols > L.col_rows then
         aux = (L.tile_cols // 2) * (L.tile_rows // L.col_rows) * 2 * DTYPE_SIZE[k.dtype]
       end
-      -- then, for transposed data of 1D blocks, the tile's columnwise scales (quantize_block.cu:
-      -- BC_CSCALES)
-      if b.rows == 1 and k.format.columnwise and k.format.columnwise.layout == "transposed" then
-        aux = aux + L.tile_cols * (L.tile_rows // b.cols) * (k.format.scale.type == "fp32" and 4 or 1)
+      -- then, for transposed data whose scale layout has an entry per input column (1D blocks, or
+      -- 2D blocks with index = "row"), the tile's columnwise scales, staged and written along the
+      -- layout (quantize_block.cu: BC_CSCALES, which this decides)
+      local cw = k.format.columnwise
+      if cw and cw.layout == "transposed" and (b.rows == 1 or cw.scale_layout.index == "row") then
+        L.cscales = 1
+        local cbr = b.rows > 1 and b.rows or b.cols  -- input rows of a columnwise block (BC_CBR)
+        aux = aux + L.tile_cols * (L.tile_rows // cbr) * (k.format.scale.type == "fp32" and 4 or 1)
       end
     end
     L.smem = L.smem + (aux + 15) // 16 * 16
@@ -968,6 +972,7 @@ function M.generate(name, arch)
       d("BC_TC", render.cint(L.tile_cols))
       d("BC_CH", render.cint(L.col_rows or 16))
       d("BC_SMEM", render.cint(L.smem))
+      if k.template == "quantize_block.cu" then d("BC_CSCALES", render.cint(L.cscales or 0)) end
     end
     if k.family == "dequantize" then
       local row = k.dir == "row"

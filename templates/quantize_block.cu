@@ -89,22 +89,27 @@
    columnwise rows; no columnwise encode. */
 #define BC_REG_OK (BC_2D && BC_S == 4 && !BC_SR_ALLOWED && (BC_TR * BC_RPR) % BC_THREADS == 0 && BC_THREADS % BC_RPR == 0 && \
                    BC_BC % BC_VE == 0)
-#define BC_COLREG (BC_REG_OK && BC_COLUMNWISE && BC_COL_TRANSPOSED && BC_ELEM_BITS == 8)
+#define BC_COLREG (BC_REG_OK && BC_COLUMNWISE && BC_COL_TRANSPOSED && BC_ELEM_BITS == 8 && !BC_CSCALES)
 #define BC_ROWREG (BC_REG_OK && (BC_COLREG || !BC_COLUMNWISE))
 // shared memory: the tile [BC_TR x BC_TS], then 2D block amaxes or column partial amaxes: the
 // launch's size BC_SMEM. Past it, only when the rowwise output rows are not 16-byte aligned, the
 // staged rowwise codes [BC_TR x BC_RSTRIDE] (the host adds those bytes to that launch:
 // runtime/bc_ops.c, block_cast_launch).
-/* transposed columnwise data of 1D blocks: the tile's columnwise scales are staged (BC_TC columns
-   x BC_CSB blocks, after the partial amaxes) and written out after the codes' barrier, consecutive
-   lanes along the layout's contiguous direction. Written from the column tasks directly, a warp's
-   64 one-byte stores into a compact layout fell in 64 sectors: as many L2 writes as the tile's
-   input reads, and NVFP4 columnwise ran at 96% of the L2's throughput (H100; tests/bench/NOTES.md) */
-#define BC_CSCALES (BC_COLUMNWISE && BC_COL_TRANSPOSED && !BC_2D)
+/* BC_CSCALES (set by the generator, which counts the bytes: gen/blockcast.lua, M.launch): transposed
+   columnwise data whose scale layout has an entry per input column (1D blocks; 2D blocks whose
+   scale is repeated per row, index = "row"): the tile's columnwise scales are staged (BC_TC columns
+   x BC_CSB blocks, after the block or partial amaxes) and written out after the codes' barrier,
+   consecutive lanes along the layout's contiguous direction. Written from the column tasks
+   directly, a warp's 64 one-byte stores into a compact layout fell in 64 sectors: as many L2 writes
+   as the tile's input reads, and NVFP4 columnwise ran at 96% of the L2's throughput (H100;
+   tests/bench/NOTES.md). */
+#ifndef BC_CSCALES
+#error "BC_CSCALES is set by gen/blockcast.lua"
+#endif
 #define BC_CSB (BC_TR / BC_CBR)                            /* columnwise blocks of a tile column */
+#define BC_BMAX_BYTES (BC_2D ? 4 * (BC_TR / BC_BR) * (BC_TC / BC_BC) : 0)
 #define BC_PART_BYTES (BC_COLUMNWISE && BC_CSHARE > 1 ? BC_CG * BC_CSEG * 2 * BC_S : 0)
-#define BC_AUX_BYTES ((BC_2D ? 4 * (BC_TR / BC_BR) * (BC_TC / BC_BC)                                 \
-                             : BC_PART_BYTES + (BC_CSCALES ? BC_TC * BC_CSB * BC_SCALE_BYTES : 0)) + 15) / 16 * 16
+#define BC_AUX_BYTES ((BC_BMAX_BYTES + BC_PART_BYTES + (BC_CSCALES ? BC_TC * BC_CSB * BC_SCALE_BYTES : 0)) + 15) / 16 * 16
 #define BC_RCODES_OFF (BC_TR * BC_TS + BC_AUX_BYTES)
 #if BC_RCODES_OFF != BC_SMEM
 #error "shared memory layout differs from the launch's size (gen/blockcast.lua: M.launch)"
@@ -833,7 +838,7 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
     const bool tlive = tid < BC_CTASKS;
     const u8 *col = tile + tr0 * BC_TS + tc * BC_S;
 #if BC_CSCALES
-    u8 *csc = bc_smem + BC_TR * BC_TS + BC_PART_BYTES;
+    u8 *csc = bc_smem + BC_TR * BC_TS + BC_BMAX_BYTES + BC_PART_BYTES;
 #endif
     // up to 16 rows the words stay in registers between amax and encode; taller tasks read them
     // again after a barrier (register pressure)
