@@ -262,6 +262,12 @@ function M.arch_sm(arch)
   if not sm then
     spec.fail(string.format("arch '%s': expected sm_XX or sm_XXa (e.g. sm_90, sm_100a)", tostring(arch)))
   end
+  -- the floor: bf16 conversions and max.NaN in the templates, and default tiles that need more
+  -- shared memory a block than sm_7x gives (gen/tuning/default.lua)
+  if tonumber(sm) < 80 then
+    spec.fail(string.format("arch '%s': blockcast generates kernels for sm_80 and newer; expected sm_XX or sm_XXa with XX >= 80 " ..
+      "(e.g. sm_80, sm_90, sm_100a)", tostring(arch)))
+  end
   return tonumber(sm), suffix == "a"
 end
 
@@ -377,9 +383,7 @@ local function smem_limits(sm)
   if sm == 90 or sm == 100 or sm == 103 then return { sm = 228 * 1024, block = 227 * 1024 } end
   if sm == 80 or sm == 87 then return { sm = 164 * 1024, block = 163 * 1024 } end
   if sm == 86 or sm == 89 or sm >= 110 then return { sm = 100 * 1024, block = 99 * 1024 } end
-  if sm == 75 then return { sm = 64 * 1024, block = 64 * 1024 } end
-  if sm == 70 or sm == 72 then return { sm = 96 * 1024, block = 96 * 1024 } end
-  return { sm = 48 * 1024, block = 48 * 1024 }
+  return { sm = 48 * 1024, block = 48 * 1024 }  -- an arch not known here: the portable limit
 end
 
 -- Runs of b-bit codes the block kernels keep in 32-bit words: we elements fill wg whole words

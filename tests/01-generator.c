@@ -379,6 +379,10 @@ int main(void) {
   is_str_has(bc_last_error(a), "unknown kernel 'bc_nope'", "unknown kernel: named");
   is_int(bc_kernel_source(a, GOLDEN_KERNEL, "sm90", &src, &n), BC_ERR_ARG, "bad arch");
   is_str_has(bc_last_error(a), "expected sm_XX or sm_XXa", "bad arch: what is expected");
+  is_int(bc_kernel_source(a, GOLDEN_KERNEL, "sm_75", &src, &n), BC_ERR_ARG, "arch below the floor");
+  is_str_has(bc_last_error(a), "sm_80 and newer", "arch below the floor: what is expected");
+  is_int(bc_kernel_source(a, GOLDEN_KERNEL, "sm_12", &src, &n), BC_ERR_ARG, "arch sm_12");
+  is_str_has(bc_last_error(a), "arch 'sm_12': blockcast generates kernels for sm_80 and newer", "arch sm_12: named");
   bc_ctx_destroy(a);
   bc_ctx_destroy(b);
   return done_testing();
