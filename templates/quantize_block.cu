@@ -91,8 +91,9 @@
                    BC_BC % BC_VE == 0)
 #define BC_COLREG (BC_REG_OK && BC_COLUMNWISE && BC_COL_TRANSPOSED && BC_ELEM_BITS == 8 && !BC_CSCALES)
 #define BC_ROWREG (BC_REG_OK && (BC_COLREG || !BC_COLUMNWISE))
-// shared memory: the tile [BC_TR x BC_TS], then 2D block amaxes or column partial amaxes: the
-// launch's size BC_SMEM. Past it, only when the rowwise output rows are not 16-byte aligned, the
+// shared memory: the tile [BC_TR x BC_TS], then the 2D block amaxes, the column partial amaxes and
+// the staged columnwise scales (BC_CSCALES, below), each where the kernel has them: the launch's
+// size BC_SMEM. Past it, only when the rowwise output rows are not 16-byte aligned, the
 // staged rowwise codes [BC_TR x BC_RSTRIDE] (the host adds those bytes to that launch:
 // runtime/bc_ops.c, block_cast_launch).
 /* BC_CSCALES (set by the generator, which counts the bytes: gen/blockcast.lua, M.launch): transposed
