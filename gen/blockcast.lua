@@ -19,6 +19,8 @@ M.VERSION = "0.1.0"
 M.DTYPES = { "fp32", "bf16", "fp16" }
 local DTYPE_CODE = { fp32 = 0, bf16 = 1, fp16 = 2 }
 local DTYPE_SIZE = { fp32 = 4, bf16 = 2, fp16 = 2 }
+-- bytes of one stored block scale (BC_SCALE_BYTES)
+local function scale_bytes(f) return f.scale.type == "fp32" and 4 or 1 end
 local DTYPE_CTYPE = { fp32 = "float", bf16 = "unsigned short", fp16 = "unsigned short" }
 M.DIRECTIONS = { "row", "col", "rowcol" }
 
@@ -568,7 +570,7 @@ local function launch_of(k, arch, t)
       if cw and cw.layout == "transposed" and (b.rows == 1 or cw.scale_layout.index == "row") then
         L.cscales = 1
         local cbr = b.rows > 1 and b.rows or b.cols  -- input rows of a columnwise block (BC_CBR)
-        aux = aux + L.tile_cols * (L.tile_rows // cbr) * (k.format.scale.type == "fp32" and 4 or 1)
+        aux = aux + L.tile_cols * (L.tile_rows // cbr) * scale_bytes(k.format)
       end
     end
     L.smem = L.smem + (aux + 15) // 16 * 16
@@ -949,7 +951,7 @@ function M.generate(name, arch)
     d("BC_2D", b.rows > 1 and "1" or "0")
     d("BC_CBR", render.cint(b.rows > 1 and b.rows or b.cols))  -- rows of a columnwise block in the input
     d("BC_RULE", render.cint(RULES[f.scale.rule]))
-    d("BC_SCALE_BYTES", f.scale.type == "fp32" and "4" or "1")
+    d("BC_SCALE_BYTES", render.cint(scale_bytes(f)))
     -- floor rule: emax of the element, floor(log2(max_finite))
     local emax = 0
     while 2.0 ^ (emax + 1) <= e.max_finite do emax = emax + 1 end

@@ -485,13 +485,12 @@ static __device__ __forceinline__ void bc_stage_words(u8 *st, int at, const u32 
 }
 
 #if BC_CSCALES
-static __device__ __forceinline__ void bc_csc_put(u8 *csc, int i, u32 stored) {
 #if BC_SCALE_BYTES == 4
-  ((u32 *)csc)[i] = stored;
+typedef u32 bc_csc_t;  // a staged scale entry
 #else
-  csc[i] = (u8)stored;
+typedef u8 bc_csc_t;
 #endif
-}
+static __device__ __forceinline__ void bc_csc_put(u8 *csc, int i, u32 stored) { ((bc_csc_t *)csc)[i] = (bc_csc_t)stored; }
 // The staged columnwise scales of tile (r0, c0), entry j * BC_CSB + q = (tile column j, block row
 // q), to (view row c0 + j, view column r0 / BC_CBR + q) of the layout, where they lie in it (view
 // rows < cols, view columns < lcols): consecutive threads take consecutive block rows of a column
@@ -504,12 +503,7 @@ static __device__ __forceinline__ void bc_csc_write(const u8 *csc, void *col_sca
   for (int i = tid; i < BC_TC * BC_CSB; i += BC_THREADS) {
     const int j = down ? i % BC_TC : i / BC_CSB, q = down ? i / BC_TC : i % BC_CSB;
     const i64 c = c0 + j, sc = r0 / BC_CBR + q;
-    if (c < cols && sc < col_sl.lcols)
-#if BC_SCALE_BYTES == 4
-      bc_write_scale(col_scale, col_sl, c, sc, ((const u32 *)csc)[j * BC_CSB + q]);
-#else
-      bc_write_scale(col_scale, col_sl, c, sc, csc[j * BC_CSB + q]);
-#endif
+    if (c < cols && sc < col_sl.lcols) bc_write_scale(col_scale, col_sl, c, sc, ((const bc_csc_t *)csc)[j * BC_CSB + q]);
   }
 }
 #endif
