@@ -546,7 +546,7 @@ local function launch_of(k, arch, t)
   local L = {
     threads = t.threads, unroll = t.unroll or 1, blocks_per_sm = t.blocks_per_sm or 1,
     tile_rows = t.tile_rows or 1, tile_cols = t.tile_cols or 1, col_vec = t.col_vec or 1, vec = vec,
-    min_blocks = t.min_blocks or 1, store_cs = t.store_cs and 1 or 0, smem = 0,
+    min_blocks = t.min_blocks or 1, store_cs = t.store_cs and 1 or 0, smem = 0, row_staged = 0,
   }
   if k.template == "quantize_block.cu" then
     local b = k.format.block
@@ -574,9 +574,21 @@ local function launch_of(k, arch, t)
       end
     end
     L.smem = L.smem + (aux + 15) // 16 * 16
-    -- past this, for launches whose rowwise output rows are not 16-byte aligned, the host adds the
-    -- staged codes: tile_rows x (tile_cols * bits / 8 + 16) bytes (runtime/ops/bc_ops.c)
-    local staged = k.rowwise and L.tile_rows * (L.tile_cols * k.format.elem.bits // 8 + 16) or 0
+    -- the rowwise run (quantize_block.cu: BC_RUN_R): the elements of whole 16-byte pieces of codes,
+    -- at least 32 from a 16-bit input (fewer per-run costs) and at most 32 (6-bit codes fill 16-byte
+    -- pieces by 64: more would leave half the threads without a task)
+    local bits = k.format.elem.bits
+    local e16 = M.pack_runs(bits).e16
+    L.run_r = (DTYPE_SIZE[k.dtype] <= 2 and e16 < 32) and 32 or math.min(e16, 32)
+    -- runs that are not whole 16-byte pieces (6-bit: 24 bytes) are always staged and written by
+    -- 16-byte pieces (BC_ROW_STAGED): stored from the lanes, each warp store of 8-byte pieces 24
+    -- bytes apart touched 24 sectors for 256 bytes, and MXFP6 rowcol wrote 1.75x its bytes' sectors
+    -- to L2 (H100; tests/bench/NOTES.md)
+    L.row_staged = (k.rowwise and (L.run_r * bits // 8) % 16 ~= 0) and 1 or 0
+    -- past this, for launches whose rowwise output rows are not 16-byte aligned (always, with
+    -- row_staged), the host adds the staged codes: tile_rows x (tile_cols * bits / 8 + 16) bytes
+    -- (runtime/ops/bc_ops.c)
+    local staged = k.rowwise and L.tile_rows * (L.tile_cols * bits // 8 + 16) or 0
     -- and the static shared memory the driver adds to each block: the two-level rule's factor table
     -- (quantize_block.cu: tl_tab, 2^bits + 2 floats; counted also where BC_LEAN leaves it out)
     local static = 0
@@ -592,8 +604,9 @@ local function launch_of(k, arch, t)
         SMEM.block))
     end
     -- no more resident blocks asked of the register allocator than shared memory admits for the
-    -- common (aligned) launch; 1 KiB per block is reserved by the driver
-    local fit = SMEM.sm // (L.smem + static + 1024)
+    -- common launch (aligned rows; staged ones where row_staged); 1 KiB per block is reserved by
+    -- the driver
+    local fit = SMEM.sm // (L.smem + (L.row_staged == 1 and staged or 0) + static + 1024)
     if fit >= 1 and L.min_blocks > fit then L.min_blocks = fit end
   end
   return L
@@ -978,7 +991,11 @@ function M.generate(name, arch)
       d("BC_TC", render.cint(L.tile_cols))
       d("BC_CH", render.cint(L.col_rows or 16))
       d("BC_SMEM", render.cint(L.smem))
-      if k.template == "quantize_block.cu" then d("BC_CSCALES", render.cint(L.cscales or 0)) end
+      if k.template == "quantize_block.cu" then
+        d("BC_CSCALES", render.cint(L.cscales or 0))
+        d("BC_RUN_R", render.cint(L.run_r))
+        d("BC_ROW_STAGED", render.cint(L.row_staged))
+      end
     end
     if k.family == "dequantize" then
       local row = k.dir == "row"

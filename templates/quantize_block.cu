@@ -18,10 +18,10 @@
 //          (BC_COLREG: also staging its codes transposed for the columnwise rows).
 //   row    a task is a run of BC_RUN_R elements of one tile row (16, 24 or 32 output bytes) held in
 //          registers: block amax (a block longer than the run is reduced across adjacent lanes)
-//          -> scale (written) -> encode -> 16-byte stores (8-byte for 6-bit runs of 24 bytes);
-//          output rows that are not 16-byte
-//          aligned are staged in shared memory and written by bc_write_rows (aligned 16-byte
-//          stores, each shifted out of the staged bytes as it is written).
+//          -> scale (written) -> encode -> 16-byte stores; output rows that are not 16-byte
+//          aligned, and 6-bit runs of 24 bytes (BC_ROW_STAGED), are staged in shared memory and
+//          written by bc_write_rows (aligned 16-byte stores, each shifted out of the staged bytes
+//          as it is written).
 //   col    a task is two adjacent columns x BC_CH rows, read as one word per row (lanes on
 //          consecutive column pairs: conflict-free), held in registers up to 16 rows: packed
 //          block amax of both columns (a 1D block taller than BC_CH is reduced across the tasks
@@ -42,11 +42,12 @@
 #define BC_TS (BC_TC * BC_S + 16)                          /* staged row stride, bytes */
 #define BC_VPR (BC_TC * BC_S / 16)                         /* vectors per tile row */
 #define BC_NLOAD (BC_TR * BC_VPR / BC_THREADS)             /* vectors per thread */
-#define BC_OUT_ELEMS BC_PACK_E16                           /* elements in whole 16-byte pieces */
-/* rowwise run: 16 output bytes, 32 elements of a 16-bit input (fewer per-run costs); never more
-   than 32 elements: 6-bit codes store 24 bytes as 8-byte pieces (64 elements would leave half the
-   threads without a task) */
-#define BC_RUN_R (BC_S <= 2 && BC_OUT_ELEMS < 32 ? 32 : BC_OUT_ELEMS > 32 ? 32 : BC_OUT_ELEMS)
+/* rowwise run: BC_RUN_R elements (set by the generator, gen/blockcast.lua: launch_of), whole 16-byte
+   pieces of codes except 6-bit's 32 elements (24 bytes), whose runs are always staged in shared
+   memory and written as 16-byte pieces (BC_ROW_STAGED, also the generator's) */
+#if !defined(BC_RUN_R) || !defined(BC_ROW_STAGED)
+#error "BC_RUN_R and BC_ROW_STAGED are set by gen/blockcast.lua"
+#endif
 #define BC_RUN_BYTES (BC_RUN_R * BC_ELEM_BITS / 8)
 #define BC_NV_R (BC_RUN_R * BC_S / 16)                     /* input vectors of a rowwise run */
 #define BC_LANES_R (BC_BC > BC_RUN_R ? BC_BC / BC_RUN_R : 1)  /* lanes sharing a rowwise block */
@@ -116,6 +117,9 @@
 #error "shared memory layout differs from the launch's size (gen/blockcast.lua: M.launch)"
 #endif
 
+#if BC_ROWWISE && BC_ROW_STAGED != (BC_RUN_BYTES % 16 != 0)
+#error "BC_ROW_STAGED: staged rowwise runs are those that are not whole 16-byte pieces"
+#endif
 #if (BC_TR * BC_VPR) % BC_THREADS || (BC_ROWWISE && BC_TC % BC_RUN_R) || (BC_COLUMNWISE && BC_TR % BC_CH) || \
     (BC_2D && (BC_TR % BC_BR || BC_TC % BC_BC)) || (BC_COLUMNWISE && BC_CTASKS > BC_THREADS) ||                 \
     (BC_COLUMNWISE && (BC_CH % (BC_QUAD ? 4 : 2) || (BC_CSHARE > 1 && BC_TR % BC_CBR))) ||                                          \
@@ -371,14 +375,12 @@ static __device__ __forceinline__ u32 bc_encode_one(float v, int sr, bc_rng &rng
   return bc_encode1(v);
 }
 
-// Store n = RUN * bits / 8 bytes of codes at dst: 16-byte stores when `vec` (8-byte ones for 24
-// bytes), else the first `valid` bytes one by one.
+// Store n = RUN * bits / 8 bytes of codes at dst (whole 16-byte pieces): 16-byte stores when
+// `vec`, else the first `valid` bytes one by one.
 template <int N>
 static __device__ __forceinline__ void bc_store_codes(u8 *dst, const u32 *w, bool vec, int valid) {
-  if (vec && N % 16) {
-#pragma unroll
-    for (int i = 0; i < N / 8; i++) bc_store8(dst + 8 * i, make_uint2(w[2 * i], w[2 * i + 1]));
-  } else if (vec) {
+  static_assert(N % 16 == 0, "runs of other lengths are staged (BC_ROW_STAGED)");
+  if (vec) {
 #pragma unroll
     for (int i = 0; i < N / 16; i++) bc_store16(dst + 16 * i, make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]));
   } else if (valid == N) {
@@ -786,18 +788,21 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
       }
 #endif
 #if BC_ROWWISE
+#if !BC_ROW_STAGED
       const i64 left = (cols - c) * BC_ELEM_BITS / 8;
       if (vec_row) {
         bc_store_codes<BC_RUN_BYTES>(row_data + r * row_bytes + c * BC_ELEM_BITS / 8, w, left >= BC_RUN_BYTES,
                                      left < BC_RUN_BYTES ? (int)left : BC_RUN_BYTES);
-      } else {
-        // rows not 16-byte aligned: staged, then written by bc_write_rows below
+      } else
+#endif
+      {
+        // rows not 16-byte aligned (or BC_ROW_STAGED): staged, then written by bc_write_rows below
         bc_stage_words<BC_RUN_BYTES / 4>(rcodes + tr * BC_RSTRIDE, tc0 * BC_ELEM_BITS / 8, w, false, nullptr);
       }
 #endif
     }
 #if BC_ROWWISE
-    if (!vec_row) {
+    if (BC_ROW_STAGED || !vec_row) {
       __syncthreads();
       bc_write_rows<BC_TC * BC_ELEM_BITS / 8, BC_ROWS_SHIFT, !BC_COLUMNWISE>(rcodes, BC_RSTRIDE, BC_TR, [&](int j, u8 *&dst, i64 &len) {
         dst = row_data + (r0 + j) * row_bytes + c0 * BC_ELEM_BITS / 8;

@@ -324,6 +324,24 @@ int main(void) {
 
   tuning_entries();
 
+  /* the rowwise run of quantize_block and whether it is always staged: 6-bit runs are 24 bytes,
+     not whole 16-byte pieces (BC_ROW_STAGED; the host reads the launch's row_staged) */
+  const struct { const char *kernel; int run, staged; } rs[] = {
+    { "bc_quantize_mxfp6_e3m2__bf16__row", 32, 1 },    { "bc_quantize_mxfp6_e2m3__fp32__rowcol__list", 32, 1 },
+    { "bc_quantize_mxfp6_e3m2__bf16__col", 32, 0 },    { "bc_quantize_mxfp4__bf16__row", 32, 0 },
+    { "bc_quantize_mxfp8_e4m3__fp32__rowcol", 16, 0 }, { "bc_quantize_nvfp4__fp32__row", 32, 0 },
+  };
+  for (size_t i = 0; i < sizeof rs / sizeof *rs; i++) {
+    char *s, w1[96], w2[96];
+    size_t sn;
+    snprintf(w1, sizeof w1, "#define BC_RUN_R                     %d\n", rs[i].run);
+    snprintf(w2, sizeof w2, "#define BC_ROW_STAGED                %d\n", rs[i].staged);
+    int got = bc_kernel_source(a, rs[i].kernel, "sm_90", &s, &sn) == BC_OK;
+    ok(got && strstr(s, w1) && strstr(s, w2), "%s: rowwise runs of %d elements, %s", rs[i].kernel, rs[i].run,
+       rs[i].staged ? "always staged" : "stored from the lanes where aligned");
+    if (got) free(s);
+  }
+
   char *src;
   size_t n;
   is_int(bc_kernel_source(a, GOLDEN_KERNEL, "sm_90", &src, &n), BC_OK, "golden kernel generates");

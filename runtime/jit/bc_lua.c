@@ -477,6 +477,7 @@ bc_status bci_lua_launch(bc_ctx *ctx, const char *kernel, const char *arch, bci_
   out->vec = (int)get_num(L, t, "vec");
   out->min_blocks = (int)get_num(L, t, "min_blocks");
   out->smem = (int)get_num(L, t, "smem");
+  out->row_staged = (int)get_num(L, t, "row_staged");
   lua_pop(L, 1);
   return BC_OK;
 }

@@ -336,7 +336,9 @@ static bc_status block_cast_launch(bc_ctx *ctx, bci_sink *sink, const char *fn, 
   const bci_launch *L = &k->launch;
   size_t es = bc_dtype_size(x->dtype);
   int vec_in = bci_aligned(x->data, 16) && ((size_t)ld * es) % 16 == 0;
-  int vec_row = q->rowwise_data && bci_aligned(q->rowwise_data, 16) && (cols * bits / 8) % 16 == 0;
+  /* rowwise codes stored from the lanes (16-byte runs of aligned rows); else staged, and the launch
+   * takes the staged rows' shared memory (below) */
+  int vec_row = q->rowwise_data && !L->row_staged && bci_aligned(q->rowwise_data, 16) && (cols * bits / 8) % 16 == 0;
   /* columnwise stores: transposed, 16-byte pieces of an output row; else one 2-byte word of a
    * column pair per row (8-bit elements) */
   int vec_col = q->columnwise_data &&
