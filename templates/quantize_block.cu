@@ -796,7 +796,7 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
       } else
 #endif
       {
-        // rows not 16-byte aligned (or BC_ROW_STAGED): staged, then written by bc_write_rows below
+        // rows not 16-byte aligned, or BC_ROW_STAGED: staged, then written by bc_write_rows below
         bc_stage_words<BC_RUN_BYTES / 4>(rcodes + tr * BC_RSTRIDE, tc0 * BC_ELEM_BITS / 8, w, false, nullptr);
       }
 #endif
@@ -804,11 +804,14 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
 #if BC_ROWWISE
     if (BC_ROW_STAGED || !vec_row) {
       __syncthreads();
-      bc_write_rows<BC_TC * BC_ELEM_BITS / 8, BC_ROWS_SHIFT, !BC_COLUMNWISE>(rcodes, BC_RSTRIDE, BC_TR, [&](int j, u8 *&dst, i64 &len) {
+      auto out_row = [&](int j, u8 *&dst, i64 &len) {
         dst = row_data + (r0 + j) * row_bytes + c0 * BC_ELEM_BITS / 8;
         len = r0 + j < rows ? (cols - c0) * BC_ELEM_BITS / 8 : 0;
         if (len > BC_TC * BC_ELEM_BITS / 8) len = BC_TC * BC_ELEM_BITS / 8;
-      });
+      };
+      // BC_ROW_STAGED runs of 16-byte aligned rows (vec_row): plain pieces, no shifts
+      if (BC_ROW_STAGED && vec_row) bc_write_rows<BC_TC * BC_ELEM_BITS / 8, BC_ROWS_ALIGNED, false>(rcodes, BC_RSTRIDE, BC_TR, out_row);
+      else bc_write_rows<BC_TC * BC_ELEM_BITS / 8, BC_ROWS_SHIFT, !BC_COLUMNWISE>(rcodes, BC_RSTRIDE, BC_TR, out_row);
     }
 #endif
   }

@@ -336,9 +336,10 @@ static bc_status block_cast_launch(bc_ctx *ctx, bci_sink *sink, const char *fn, 
   const bci_launch *L = &k->launch;
   size_t es = bc_dtype_size(x->dtype);
   int vec_in = bci_aligned(x->data, 16) && ((size_t)ld * es) % 16 == 0;
-  /* rowwise codes stored from the lanes (16-byte runs of aligned rows); else staged, and the launch
-   * takes the staged rows' shared memory (below) */
-  int vec_row = q->rowwise_data && !L->row_staged && bci_aligned(q->rowwise_data, 16) && (cols * bits / 8) % 16 == 0;
+  /* rowwise output rows 16-byte aligned: codes stored from the lanes, or (row_staged: runs that are
+   * not whole 16-byte pieces) staged and written as aligned pieces; other rows staged and shifted.
+   * Staged launches take the staged rows' shared memory (below). */
+  int vec_row = q->rowwise_data && bci_aligned(q->rowwise_data, 16) && (cols * bits / 8) % 16 == 0;
   /* columnwise stores: transposed, 16-byte pieces of an output row; else one 2-byte word of a
    * column pair per row (8-bit elements) */
   int vec_col = q->columnwise_data &&
@@ -380,10 +381,10 @@ static bc_status block_cast_launch(bc_ctx *ctx, bci_sink *sink, const char *fn, 
                      BCI_ARG(gr.sl), BCI_ARG(cd), BCI_ARG(cs), BCI_ARG(gc.sl), BCI_ARG(col_ld), BCI_ARG(seed), BCI_ARG(off),
                      BCI_ARG(sr), BCI_ARG(vec_in), BCI_ARG(vec_row), BCI_ARG(vec_col), BCI_ARG(tiles_x), BCI_ARG(tiles),
                      BCI_ARG(tx_m), BCI_ARG(tx_s) };
-  /* rowwise output rows that are not 16-byte aligned are staged in shared memory past the
+  /* staged rowwise codes (rows not 16-byte aligned, or row_staged) go in shared memory past the
    * launch's own layout (templates/quantize_block.cu: BC_RCODES_OFF == BC_SMEM, BC_RSTRIDE) */
   int smem = L->smem;
-  if (q->rowwise_data && !vec_row) smem += L->tile_rows * (L->tile_cols * bits / 8 + 16);
+  if (q->rowwise_data && (!vec_row || L->row_staged)) smem += L->tile_rows * (L->tile_cols * bits / 8 + 16);
   return bci_run(ctx, sink, k, (unsigned)(tiles + padblocks), 1, 1, (unsigned)L->threads, smem, stream, args, 22);
 }
 
