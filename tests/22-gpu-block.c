@@ -467,6 +467,15 @@ int main(void) {
           run_case(f, BC_BF16, SH(info, shapes8[si][0], shapes4[si][0], shapes6[si][0]), SH(info, shapes8[si][1], shapes4[si][1], shapes6[si][1]),
                    dirs, o, NULL);
     }
+    /* a tile cut by the last column with 16-byte aligned output rows (320 columns: whole 16-byte
+     * pieces for every element width, not a multiple of the 128-column tiles): each tile row's
+     * stored pieces end early (6-bit: BC_ROW_STAGED's aligned write of staged runs) */
+    for (int dirs = 1; dirs <= 3; dirs++) {
+      opts o = { 0 };
+      o.deq = 1;
+      run_case(f, BC_BF16, 200, 320, dirs, o, NULL);
+      run_case(f, BC_FP32, 200, 320, dirs, o, NULL);
+    }
     /* inputs whose rows are not 16-byte aligned, in whole tiles (element loads) and with output
      * rows that are not either (the shifted row writes of bc_write_rows): rows of an odd length,
      * with the tile holding the last row whole; an offset, strided input (gaps of NaN bits: a
