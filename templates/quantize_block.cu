@@ -20,8 +20,8 @@
 //          registers: block amax (a block longer than the run is reduced across adjacent lanes)
 //          -> scale (written) -> encode -> 16-byte stores; output rows that are not 16-byte
 //          aligned, and 6-bit runs of 24 bytes (BC_ROW_STAGED), are staged in shared memory and
-//          written by bc_write_rows (aligned 16-byte stores, each shifted out of the staged bytes
-//          as it is written).
+//          written by bc_write_rows as aligned 16-byte stores (to unaligned rows, each shifted out
+//          of the staged bytes as it is written).
 //   col    a task is two adjacent columns x BC_CH rows, read as one word per row (lanes on
 //          consecutive column pairs: conflict-free), held in registers up to 16 rows: packed
 //          block amax of both columns (a 1D block taller than BC_CH is reduced across the tasks
