@@ -5,12 +5,13 @@
  * 8191x8193 (8190x8194 for 4-bit formats, which need even sizes; 8188x8196 for 6-bit, multiples of
  * 4) and 16384x16384 bf16.
  *   bench_block [--format NAME] [--reps N] [--out FILE] [--shapes 1..3] [--size N] [--quantize-only] [--profile]
- *               [--dtype bf16|fp32] [--ragged]
+ *               [--dtype bf16|fp32] [--ragged] [--swizzled]
  * --size N: the one shape NxN instead of the list; --quantize-only: no dequantize variants (tuning
  * sweeps); --profile: no validation and no timing, each variant launched once per shape (for ncu);
  * --dtype fp32: fp32 inputs (the same values; the copy's bytes and the dequantize output stay).
  * --ragged: the shapes 8192x8192, M-ragged x 8192, 8192 x K-ragged and both ragged (the ragged
- * sizes above), for the ragged-vs-aligned comparison.
+ * sizes above), for the ragged-vs-aligned comparison. --swizzled: block scales in the 128x4 layout
+ * GEMMs read (bc_qtensor.scale_swizzled) instead of the compact one.
  * Bytes counted: the input read once + every output (data and scales) written once; for
  * dequantize the data and scales read + the bf16 output. Two-level formats (NVFP4) are timed as
  * the cast with a given global amax (bc_quantize_cast), and also as bc_quantize (global amax
@@ -27,6 +28,7 @@
 static bc_ctx *ctx;
 static bc_dtype in_dt = BC_BF16; /* --dtype */
 static size_t in_es = 2;
+static int swz; /* --swizzled: the scales in the GEMM's 128x4 layout */
 
 /* the n bf16 values h as an input buffer of in_dt (fp32: the same values) */
 static void *as_input(const uint16_t *h, size_t n) {
@@ -65,7 +67,7 @@ static int bufs_alloc(const bc_format *f, int64_t M, int64_t K, bufs *b) {
   memset(b, 0, sizeof *b);
   for (int d = 0; d < 2; d++) {
     if (!(d ? info.has_columnwise : info.has_rowwise)) continue;
-    if (bc_qtensor_layout(ctx, f, M, K, (bc_direction)(d + 1), 0, &b->l[d]) != BC_OK) return 0;
+    if (bc_qtensor_layout(ctx, f, M, K, (bc_direction)(d + 1), swz, &b->l[d]) != BC_OK) return 0;
     b->data[d] = dmalloc(b->l[d].data_bytes);
     b->scale[d] = dmalloc(b->l[d].scale_bytes);
   }
@@ -104,8 +106,8 @@ static int validate(const bc_format *f, int64_t M, int64_t K) {
     }
     if ((dirs & 1 && !rd[0]) || (dirs & 2 && !rd[1])) continue;
     bc_tensor x = { d_in, in_dt, M, K, 0 }, hx = { hin, in_dt, M, K, 0 };
-    bc_qtensor q = { f, M, K, rd[0] ? b.data[0] : NULL, b.scale[0], rd[1] ? b.data[1] : NULL, b.scale[1], amax, NULL, 0, 0, 0, 0 };
-    bc_qtensor hq = { f, M, K, rd[0], rs[0], rd[1], rs[1], &r_amax, NULL, 0, 0, 0, 0 };
+    bc_qtensor q = { f, M, K, rd[0] ? b.data[0] : NULL, b.scale[0], rd[1] ? b.data[1] : NULL, b.scale[1], amax, NULL, swz, 0, 0, 0 };
+    bc_qtensor hq = { f, M, K, rd[0], rs[0], rd[1], rs[1], &r_amax, NULL, swz, 0, 0, 0 };
     if (bc_quantize(ctx, &x, &q, NULL) != BC_OK || bc_ref_quantize(ctx, &hx, &hq) != BC_OK) {
       printf("# %s\n", bc_last_error(ctx));
       good = 0;
@@ -145,12 +147,13 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--profile")) profile = 1;
     else if (!strcmp(argv[i], "--quantize-only")) qonly = 1;
     else if (!strcmp(argv[i], "--ragged")) ragged = 1;
+    else if (!strcmp(argv[i], "--swizzled")) swz = 1;
     else if (!strcmp(argv[i], "--size") && i + 1 < argc) size = atoll(argv[++i]);
     else if (!strcmp(argv[i], "--dtype") && i + 1 < argc && !strcmp(argv[i + 1], "fp32")) { in_dt = BC_FP32; in_es = 4; i++; }
     else if (!strcmp(argv[i], "--dtype") && i + 1 < argc && !strcmp(argv[i + 1], "bf16")) i++;
     else {
       fprintf(stderr, "usage: bench_block [--format NAME] [--reps N] [--out FILE] [--shapes 1..3] [--size N] [--quantize-only] "
-                      "[--profile] [--dtype bf16|fp32] [--ragged]\n");
+                      "[--profile] [--dtype bf16|fp32] [--ragged] [--swizzled]\n");
       return 2;
     }
   }
@@ -168,8 +171,9 @@ int main(int argc, char **argv) {
   strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
   EMIT("# bench_block: %s, %s\n\n", gpu_name(), date);
   EMIT("device-to-device copy of 1 GiB: %.3f ms, %.0f GB/s (bytes read + written)\n", cms, copy);
-  EMIT("timing: median of %d samples, each %d back-to-back launches; bytes = input once + each output (data + scales) once\n\n",
+  EMIT("timing: median of %d samples, each %d back-to-back launches; bytes = input once + each output (data + scales) once\n",
        reps, BATCH);
+  EMIT("block scales: %s\n\n", swz ? "swizzled (the GEMM's 128x4 layout)" : "compact");
   EMIT("| format | variant | shape | time (us) | GB/s | %% of copy | validated |\n|---|---|---|---|---|---|---|\n");
   int all_valid = 1;
   for (size_t fi = 0; fi < bc_format_count(ctx); fi++) {
@@ -223,7 +227,7 @@ int main(int argc, char **argv) {
         if ((dirs & 1 && !b.data[0]) || (dirs & 2 && !b.data[1])) continue;
         a.mode = vars[v].mode;
         a.q = (bc_qtensor){ f, M, K, dirs & 1 ? b.data[0] : NULL, b.scale[0], dirs & 2 ? b.data[1] : NULL, b.scale[1], amax, NULL,
-                            0, 0, 0, 0 };
+                            swz, 0, 0, 0 };
         double bytes = 0;
         for (int d = 0; d < 2; d++)
           if (dirs >> d & 1) bytes += (double)b.l[d].data_bytes + (double)b.l[d].scale_bytes;
