@@ -427,9 +427,9 @@ ${KERNEL}(const u8 *__restrict__ q, i64 drows, i64 dcols, const void *__restrict
   }
   // element by element: the short last slot of the tensor (the thread whose slot `whole` would
   // be), or all slots of this thread when rows are shorter than a slot. A thread's slots ascend
-  // with u, so one whose last slot is whole takes none of them: the test keeps the loop's trips
-  // (32 instructions each with the parameters it reloads: 16% of MXFP8 row_flat's instructions,
-  // ncu) off every other thread.
+  // with u, so a thread whose last slot lies below `whole` has none of them: the test keeps the
+  // loop's empty trips (32 instructions each, with the parameters its body reloads: 16% of MXFP8
+  // row_flat's instructions, ncu) off every other thread.
   if (base + (i64)(BC_UNROLL - 1) * BC_THREADS >= whole) {
 #pragma unroll 1
     for (int u = 0; u < BC_UNROLL; u++) {
