@@ -448,6 +448,26 @@ static __device__ __forceinline__ void bc_write_rows(const u8 *st, int stride, i
   }
 }
 
+// bc_write_rows for a whole tile whose NR output rows are all NB bytes long and 16-byte aligned
+// (BC_ROWS_ALIGNED, every row valid): row j of the staging (stride bytes apart) to dst0 + j * ld,
+// the same pieces in the same order (consecutive threads along a row), but each piece's row and
+// column from the thread index by constants and no bounds: the general loop's per-piece row
+// lookup, 64-bit lengths and bounds were ~40 instructions a 16-byte piece (MXFP6 rowcol on an
+// H200: 2.3 of 25.1 instructions an element in each direction's write; tests/bench/NOTES.md).
+template <int NB, int NR>
+static __device__ __forceinline__ void bc_write_rows_whole(const u8 *st, int stride, u8 *dst0, i64 ld) {
+  constexpr int P = NB / 16, N = NR * P;
+  static_assert(NB % 16 == 0, "whole 16-byte pieces");
+#pragma unroll
+  for (int k = 0; k < (N + BC_THREADS - 1) / BC_THREADS; k++) {
+    const unsigned i = threadIdx.x + (unsigned)(k * BC_THREADS);
+    if (N % BC_THREADS == 0 || i < (unsigned)N) {
+      const unsigned j = i / P, q = i % P;
+      bc_store16(dst0 + (i64)j * ld + 16 * q, *(const uint4 *)(st + j * stride + 16 * q));
+    }
+  }
+}
+
 // Stage the code words w[0 .. N) of an output row at byte offset `at` of its staging row `st`
 // (16-byte aligned): word stores unless `shifted` (BC_ROWS_STAGED: from the destination's
 // alignment dst & 15), when the bytes are moved to their place in the 16-byte pieces of the staging
@@ -498,8 +518,29 @@ static __device__ __forceinline__ void bc_csc_put(u8 *csc, int i, u32 stored) { 
 // rows < cols, view columns < lcols): consecutive threads take consecutive block rows of a column
 // (compact row-major and swizzled layouts: adjacent bytes), or consecutive columns where the
 // layout is column-major (order 1).
+// A whole tile's entries in a compact row-major layout (order 0) are BC_CSB consecutive entries of
+// each of its BC_TC view rows, starting at a multiple of BC_CSB: where those are whole aligned
+// words, one word store each from the staged words (the general loop below spends ~45
+// instructions an entry on its layout switch and 64-bit bounds: 1.5 of MXFP6 rowcol's 25.1
+// instructions an element on an H200, tests/bench/NOTES.md).
+#define BC_CSC_WORDS (BC_CSB * BC_SCALE_BYTES % 4 == 0)
 static __device__ __forceinline__ void bc_csc_write(const u8 *csc, void *col_scale, const bc_sl &col_sl, i64 r0, i64 c0, i64 cols,
-                                                    int tid) {
+                                                    int tid, bool whole) {
+#if BC_CSC_WORDS
+  constexpr int NW = BC_CSB * BC_SCALE_BYTES / 4;  // words of a tile column
+  if (whole && col_sl.order == 0 && (((unsigned long long)col_scale | (unsigned long long)(col_sl.ld * BC_SCALE_BYTES)) & 3u) == 0) {
+    u8 *base = (u8 *)col_scale + (c0 * col_sl.ld + r0 / BC_CBR) * BC_SCALE_BYTES;
+#pragma unroll
+    for (int k = 0; k < (BC_TC * NW + BC_THREADS - 1) / BC_THREADS; k++) {
+      const unsigned i = (unsigned)tid + (unsigned)(k * BC_THREADS);
+      if ((BC_TC * NW) % BC_THREADS == 0 || i < (unsigned)(BC_TC * NW)) {
+        const unsigned j = i / NW, w = i % NW;
+        *(u32 *)(base + (i64)j * col_sl.ld * BC_SCALE_BYTES + 4 * w) = ((const u32 *)csc)[i];
+      }
+    }
+    return;
+  }
+#endif
   const bool down = col_sl.order == 1;
 #pragma unroll
   for (int i = tid; i < BC_TC * BC_CSB; i += BC_THREADS) {
@@ -810,7 +851,9 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
         if (len > BC_TC * BC_ELEM_BITS / 8) len = BC_TC * BC_ELEM_BITS / 8;
       };
       // BC_ROW_STAGED runs of 16-byte aligned rows (vec_row): plain pieces, no shifts
-      if (BC_ROW_STAGED && vec_row) bc_write_rows<BC_TC * BC_ELEM_BITS / 8, BC_ROWS_ALIGNED, false>(rcodes, BC_RSTRIDE, BC_TR, out_row);
+      if (BC_ROW_STAGED && vec_row && whole)
+        bc_write_rows_whole<BC_TC * BC_ELEM_BITS / 8, BC_TR>(rcodes, BC_RSTRIDE, row_data + r0 * row_bytes + c0 * BC_ELEM_BITS / 8, row_bytes);
+      else if (BC_ROW_STAGED && vec_row) bc_write_rows<BC_TC * BC_ELEM_BITS / 8, BC_ROWS_ALIGNED, false>(rcodes, BC_RSTRIDE, BC_TR, out_row);
       else bc_write_rows<BC_TC * BC_ELEM_BITS / 8, BC_ROWS_SHIFT, !BC_COLUMNWISE>(rcodes, BC_RSTRIDE, BC_TR, out_row);
     }
 #endif
@@ -827,7 +870,8 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
       len = c0 + j < cols ? out_row_bytes - r0 * BC_ELEM_BITS / 8 : 0;
       if (len > BC_OB) len = BC_OB;
     };
-    if (vec_col) bc_write_rows<BC_OB, BC_ROWS_ALIGNED, false>(bc_smem, BC_CSTRIDE, BC_TC, out_row);
+    if (vec_col && whole) bc_write_rows_whole<BC_OB, BC_TC>(bc_smem, BC_CSTRIDE, col_data + c0 * col_ld + r0 * BC_ELEM_BITS / 8, col_ld);
+    else if (vec_col) bc_write_rows<BC_OB, BC_ROWS_ALIGNED, false>(bc_smem, BC_CSTRIDE, BC_TC, out_row);
     else bc_write_rows<BC_OB, BC_ROWS_STAGED, false>(bc_smem, BC_CSTRIDE, BC_TC, out_row);
   }
 #endif
@@ -1022,9 +1066,10 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
     }
     __syncthreads();
 #if BC_CSCALES
-    bc_csc_write(csc, col_scale, col_sl, r0, c0, cols, tid);
+    bc_csc_write(csc, col_scale, col_sl, r0, c0, cols, tid, whole);
 #endif
-    if (vec_col) bc_write_rows<BC_OB, BC_ROWS_ALIGNED, false>(codes, BC_CSTRIDE, BC_TC, out_row);
+    if (vec_col && whole) bc_write_rows_whole<BC_OB, BC_TC>(codes, BC_CSTRIDE, col_data + c0 * col_ld + r0 * BC_ELEM_BITS / 8, col_ld);
+    else if (vec_col) bc_write_rows<BC_OB, BC_ROWS_ALIGNED, false>(codes, BC_CSTRIDE, BC_TC, out_row);
     else bc_write_rows<BC_OB, BC_ROWS_STAGED, false>(codes, BC_CSTRIDE, BC_TC, out_row);
 #else
     if (tlive && c < cols && r < rows) {
