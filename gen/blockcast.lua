@@ -546,7 +546,7 @@ local function launch_of(k, arch, t)
   local L = {
     threads = t.threads, unroll = t.unroll or 1, blocks_per_sm = t.blocks_per_sm or 1,
     tile_rows = t.tile_rows or 1, tile_cols = t.tile_cols or 1, col_vec = t.col_vec or 1, vec = vec,
-    min_blocks = t.min_blocks or 1, store_cs = t.store_cs and 1 or 0, smem = 0, row_staged = 0,
+    min_blocks = t.min_blocks or 1, store_cs = t.store_cs and 1 or 0, smem = 0, row_staged = 0, row_smem = 0,
   }
   if k.template == "quantize_block.cu" then
     local b = k.format.block
@@ -586,9 +586,11 @@ local function launch_of(k, arch, t)
     -- to L2 (H100; tests/bench/NOTES.md)
     L.row_staged = (k.rowwise and (L.run_r * bits // 8) % 16 ~= 0) and 1 or 0
     -- past this, for launches whose rowwise output rows are not 16-byte aligned (always, with
-    -- row_staged), the host adds the staged codes: tile_rows x (tile_cols * bits / 8 + 16) bytes
-    -- (runtime/ops/bc_ops.c)
+    -- row_staged), the host adds the staged codes (runtime/ops/bc_ops.c): row_smem, tile_rows rows of
+    -- tile_cols * bits / 8 + 16 bytes (quantize_block.cu: BC_RSTRIDE, checked there against
+    -- BC_ROW_SMEM), the one place this size is computed
     local staged = k.rowwise and L.tile_rows * (L.tile_cols * bits // 8 + 16) or 0
+    L.row_smem = staged
     -- and the static shared memory the driver adds to each block: the two-level rule's factor table
     -- (quantize_block.cu: tl_tab, 2^bits + 2 floats; counted also where BC_LEAN leaves it out)
     local static = 0
@@ -994,6 +996,7 @@ function M.generate(name, arch)
         d("BC_CSCALES", render.cint(L.cscales or 0))
         d("BC_RUN_R", render.cint(L.run_r))
         d("BC_ROW_STAGED", render.cint(L.row_staged))
+        d("BC_ROW_SMEM", render.cint(L.row_smem))
       end
     end
     if k.family == "dequantize" then

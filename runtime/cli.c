@@ -438,7 +438,7 @@ static int cmd_aot(bc_ctx *ctx, int argc, char **argv) {
     memcpy(buf + n, (ptr), l_);                                                \
     n += l_;                                                                   \
   } while (0)
-  PUT("BCAOT005", 8);
+  PUT("BCAOT006", 8);
   uint32_t cnt = (uint32_t)nj;
   PUT(&cnt, 4);
   for (size_t i = 0; i < nj; i++) {
@@ -455,9 +455,9 @@ static int cmd_aot(bc_ctx *ctx, int argc, char **argv) {
     PUT(js[i].arch, al);
     PUT(js[i].spec_hash, 65);
     PUT(js[i].key, 65);
-    int32_t l[10] = { js[i].launch.threads, js[i].launch.unroll,   js[i].launch.blocks_per_sm, js[i].launch.tile_rows,
+    int32_t l[11] = { js[i].launch.threads, js[i].launch.unroll,   js[i].launch.blocks_per_sm, js[i].launch.tile_rows,
                       js[i].launch.tile_cols, js[i].launch.col_vec, js[i].launch.vec,           js[i].launch.min_blocks,
-                      js[i].launch.smem,      js[i].launch.row_staged };
+                      js[i].launch.smem,      js[i].launch.row_staged, js[i].launch.row_smem };
     PUT(l, sizeof l);
     uint64_t size = bl;
     PUT(&size, 8);

@@ -985,12 +985,10 @@ struct bc_rng {
 };
 
 // 2^(127 - e) for an e8m0 code e (e = 254: the denormal 2^-127, e = 255: NaN)
-// (selects, not branches: once a block in the quantize kernels)
 static __device__ __forceinline__ float bc_e8m0_enc(u32 e) {
-  u32 b = (254u - e) << 23;
-  b = e == 254u ? 0x00400000u : b;
-  b = e == 255u ? 0x7FFFFFFFu : b;
-  return __uint_as_float(b);
+  if (e == 255u) return __uint_as_float(0x7FFFFFFFu);
+  if (e == 254u) return __uint_as_float(0x00400000u);
+  return __uint_as_float((254u - e) << 23);
 }
 // 2^(e - 127) (e = 0: the denormal 2^-127, e = 255: NaN)
 static __device__ __forceinline__ float bc_e8m0_dec(u32 e) {
@@ -1104,25 +1102,21 @@ static __device__ __forceinline__ bc_bscale bc_block_scale(float amax, const bc_
   s.stored = __float_as_uint(__frcp_rn(sc));
 #elif BC_RULE == 1
   // RCEIL: the smallest e with 2^(e-127) >= amax * (1 / elem_max), saturating at 254
-  // on the bits of v >= 0: a nonzero mantissa carries into the exponent field (ceil); 2^-127 (code
-  // 0) is the denormal 0x00400000, so v at or below it takes code 0; +Inf gives 255 and saturates
-  // to 254 with the normals; NaN (only under BC_NAN_SCALE: amaxes ignore NaN otherwise) is 255.
-  // Selects, no branches (the former if-chain was ~15 instructions and a divergence region a
-  // block); equal to it for every fp32 v >= 0 and NaN (checked exhaustively: tests/bench/NOTES.md).
-  const float v = __fmul_rn(amax, __frcp_rn(BC_ELEM_MAX_FINITE));
-  const u32 b = __float_as_uint(v);
-  u32 e = b > 0x00400000u ? (b + 0x7FFFFFu) >> 23 : 0u;
-  e = e < 254u ? e : 254u;
-  e = v != v ? 255u : e;
+  float v = __fmul_rn(amax, __frcp_rn(BC_ELEM_MAX_FINITE));
+  u32 b = __float_as_uint(v), ex = b >> 23, e;
+  if (v != v) e = 255u;
+  else if (ex == 0u) e = (b <= 0x00400000u) ? 0u : 1u;  // zero and denormals: 2^-127 or 2^-126
+  else e = ex + ((b & 0x7FFFFFu) != 0u ? 1u : 0u);
+  if (e > 254u && v == v) e = 254u;
   s.stored = e;
   s.enc = bc_e8m0_enc(e);
 #elif BC_RULE == 2
   // FLOOR (OCP): 2^(floor(log2 amax) - emax_elem), clamped to the e8m0 range
-  // (selects, no branches; ex - EMAX <= 253 for every finite amax)
-  const u32 ex = (__float_as_uint(amax) >> 23) & 0xFFu;
-  u32 e = ex > (u32)BC_ELEM_EMAX ? ex - (u32)BC_ELEM_EMAX : 0u;
-  e = ex == 255u ? 254u : e;  // Inf
-  e = amax != amax ? 255u : e;
+  u32 b = __float_as_uint(amax), ex = b >> 23, e;
+  if (amax != amax) e = 255u;
+  else if (ex == 255u) e = 254u;  // Inf
+  else if (ex == 0u || ex <= BC_ELEM_EMAX) e = 0u;
+  else e = ex - BC_ELEM_EMAX > 254u ? 254u : ex - BC_ELEM_EMAX;
   s.stored = e;
   s.enc = bc_e8m0_enc(e);
 #else

@@ -117,6 +117,11 @@
 #error "shared memory layout differs from the launch's size (gen/blockcast.lua: M.launch)"
 #endif
 
+/* the staged rowwise codes' bytes the host adds to a launch (BC_ROW_SMEM, the generator's launch
+   record row_smem: runtime/ops/bc_ops.c) are this layout's */
+#if !defined(BC_ROW_SMEM) || BC_ROW_SMEM != (BC_ROWWISE ? BC_TR * BC_RSTRIDE : 0)
+#error "BC_ROW_SMEM differs from the staged rowwise codes' layout (gen/blockcast.lua: launch_of, row_smem)"
+#endif
 #if BC_ROWWISE && BC_ROW_STAGED != (BC_RUN_BYTES % 16 != 0)
 #error "BC_ROW_STAGED: staged rowwise runs are those that are not whole 16-byte pieces"
 #endif

@@ -15,6 +15,22 @@ t "it compiles against libblockcast.a" '[ $rc -eq 0 ] || { cat "$tmp/cc.log" | s
 gcc -std=c11 -Wall -Werror -I runtime/include -I "$CUDA_HOME/include" "$tmp/example.c" -o "$tmp/ex_shared" \
   -L "$B/lib" -l:libblockcast.so "$CUDA_HOME/lib64/libcudart_static.a" -ldl -lm -lpthread -lrt 2> "$tmp/cc2.log"; rc=$?
 t "it compiles against libblockcast.so" '[ $rc -eq 0 ] || { cat "$tmp/cc2.log" | sed "s/^/# /"; false; }'
+# the README whole (an edit that cut it short once passed every other test): its sections, the
+# measured table's rows of every block format in specs/, and every recorded result it names present
+miss=0
+for h in "## Two commands" "## Usage" "## Python (PyTorch)" "## Formats" "## Kernels at run time" "## Results"; do
+  grep -q "^$h" README.md || { echo "# README lacks the section: $h"; miss=1; }
+done
+for f in specs/*.lua; do
+  f=$(basename "$f" .lua)
+  case $f in elements|*_tensor) continue ;; esac
+  grep -q "^| \`$f\` | quantize rowwise | " README.md || { echo "# README's measured table lacks $f"; miss=1; }
+done
+t "README keeps its sections and a measured row of every block format" '[ $miss = 0 ]'
+grep -o "tests/bench/results/[A-Za-z0-9._/-]*" README.md | sed 's/[.,)]*$//' | sort -u > "$tmp/results"
+miss=0
+while read -r f; do [ -e "$f" ] || { echo "# README names a missing file: $f"; miss=1; }; done < "$tmp/results"
+t "every results file README names exists" '[ -s "$tmp/results" ] && [ $miss = 0 ]'
 nm -D --defined-only "$B/lib/libblockcast.so" | awk '{print $3}' > "$tmp/syms"
 t "libblockcast.so exports the API and only bc_* symbols" 'grep -qx bc_quantize "$tmp/syms" && [ -z "$(grep -v "^bc_" "$tmp/syms")" ]'
 

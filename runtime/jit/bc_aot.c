@@ -6,7 +6,7 @@
 
 #include "jit/bc_jit.h"
 
-#define MAGIC "BCAOT005"
+#define MAGIC "BCAOT006"
 
 static int rd(const unsigned char **p, const unsigned char *end, void *dst, size_t n) {
   if ((size_t)(end - *p) < n) return 0;
@@ -24,15 +24,15 @@ bc_status bci_aot_parse(bc_ctx *ctx, const unsigned char *p, const unsigned char
   uint32_t count;
   if (!rd(&p, end, magic, 8) || memcmp(magic, MAGIC, 8) != 0 || !rd(&p, end, &count, 4))
     return bci_fail(ctx, BC_ERR_INTERNAL, "the AOT archive has a bad header (expected %s); rebuild with ./build.sh", MAGIC);
-  /* every entry takes at least 2 + 1 + 2 + 1 + 65 + 65 + 40 + 8 + 32 bytes: a count the data cannot hold is corrupt */
-  if (count > (size_t)(end - p) / 216)
+  /* every entry takes at least 2 + 1 + 2 + 1 + 65 + 65 + 44 + 8 + 32 bytes: a count the data cannot hold is corrupt */
+  if (count > (size_t)(end - p) / 220)
     return bci_fail(ctx, BC_ERR_INTERNAL, "the AOT archive claims %u entries in %zu bytes; it is corrupt, rebuild with ./build.sh",
                     count, (size_t)(end - p));
   bci_aot_entry *es = calloc(count ? count : 1, sizeof *es);
   if (!es) return bci_fail(ctx, BC_ERR_NOMEM, "out of memory");
   for (uint32_t i = 0; i < count; i++) {
     uint16_t nl, al;
-    int32_t l[10];
+    int32_t l[11];
     uint64_t size;
     const unsigned char *name, *arch, *hash, *key;
     if (!rd(&p, end, &nl, 2)) goto bad;
@@ -56,7 +56,7 @@ bc_status bci_aot_parse(bc_ctx *ctx, const unsigned char *p, const unsigned char
     es[i].arch = (const char *)arch;
     es[i].spec_hash = (const char *)hash;
     es[i].key = (const char *)key;
-    es[i].launch = (bci_launch){ l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7], l[8], l[9] };
+    es[i].launch = (bci_launch){ l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7], l[8], l[9], l[10] };
     es[i].size = size;
     es[i].data = p + 32; /* sha256 first, then the payload */
     p += 32 + size;

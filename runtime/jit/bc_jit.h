@@ -11,6 +11,8 @@ typedef struct bci_launch {
   int threads, unroll, blocks_per_sm, tile_rows, tile_cols, col_vec, vec, min_blocks;
   int smem;       /* dynamic shared memory bytes per block */
   int row_staged; /* quantize_block.cu: rowwise codes always staged (BC_ROW_STAGED), never stored from the lanes */
+  int row_smem;   /* quantize_block.cu: the staged rowwise codes' shared memory (BC_ROW_SMEM), which the host
+                     adds to launches that stage them (rows not 16-byte aligned, or row_staged); 0 elsewhere */
 } bci_launch;
 
 typedef struct bci_kernel {
@@ -168,8 +170,8 @@ extern const bci_embedded_file bci_embedded_files[];
 extern const size_t bci_embedded_count;
 
 /* ---- AOT archive (bc_aot.c) ---- */
-/* Archive: "BCAOT005", u32 count, entries { u16 name_len, name, u16 arch_len, arch,
- * char[65] spec hash, char[65] cache key, bci_launch (10 x i32), u64 size, u8[32] sha256, payload }. */
+/* Archive: "BCAOT006", u32 count, entries { u16 name_len, name, u16 arch_len, arch,
+ * char[65] spec hash, char[65] cache key, bci_launch (11 x i32), u64 size, u8[32] sha256, payload }. */
 typedef struct bci_aot_entry {
   const char *name;
   const char *arch;

@@ -478,6 +478,7 @@ bc_status bci_lua_launch(bc_ctx *ctx, const char *kernel, const char *arch, bci_
   out->min_blocks = (int)get_num(L, t, "min_blocks");
   out->smem = (int)get_num(L, t, "smem");
   out->row_staged = (int)get_num(L, t, "row_staged");
+  out->row_smem = (int)get_num(L, t, "row_smem");
   lua_pop(L, 1);
   return BC_OK;
 }

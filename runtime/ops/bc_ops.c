@@ -382,9 +382,10 @@ static bc_status block_cast_launch(bc_ctx *ctx, bci_sink *sink, const char *fn, 
                      BCI_ARG(sr), BCI_ARG(vec_in), BCI_ARG(vec_row), BCI_ARG(vec_col), BCI_ARG(tiles_x), BCI_ARG(tiles),
                      BCI_ARG(tx_m), BCI_ARG(tx_s) };
   /* staged rowwise codes (rows not 16-byte aligned, or row_staged) go in shared memory past the
-   * launch's own layout (templates/quantize_block.cu: BC_RCODES_OFF == BC_SMEM, BC_RSTRIDE) */
+   * launch's own layout: row_smem bytes, the generator's (templates/quantize_block.cu: BC_RCODES_OFF
+   * == BC_SMEM, BC_ROW_SMEM == BC_TR x BC_RSTRIDE) */
   int smem = L->smem;
-  if (q->rowwise_data && (!vec_row || L->row_staged)) smem += L->tile_rows * (L->tile_cols * bits / 8 + 16);
+  if (q->rowwise_data && (!vec_row || L->row_staged)) smem += L->row_smem;
   return bci_run(ctx, sink, k, (unsigned)(tiles + padblocks), 1, 1, (unsigned)L->threads, smem, stream, args, 22);
 }
 
