@@ -454,15 +454,18 @@ static __device__ __forceinline__ void bc_write_rows(const u8 *st, int stride, i
 }
 
 // bc_write_rows for a whole tile whose NR output rows are all NB bytes long and 16-byte aligned
-// (BC_ROWS_ALIGNED, every row valid): row j of the staging (stride bytes apart) to dst0 + j * ld,
+// (BC_ROWS_ALIGNED, every row valid), `ld` bytes apart from row 0's destination (dst_len(0, ...)):
 // the same pieces in the same order (consecutive threads along a row), but each piece's row and
 // column from the thread index by constants and no bounds: the general loop's per-piece row
 // lookup, 64-bit lengths and bounds were ~40 instructions a 16-byte piece (MXFP6 rowcol on an
 // H200: 2.3 of 25.1 instructions an element in each direction's write; tests/bench/NOTES.md).
-template <int NB, int NR>
-static __device__ __forceinline__ void bc_write_rows_whole(const u8 *st, int stride, u8 *dst0, i64 ld) {
+template <int NB, int NR, class F>
+static __device__ __forceinline__ void bc_write_rows_whole(const u8 *st, int stride, F dst_len, i64 ld) {
   constexpr int P = NB / 16, N = NR * P;
   static_assert(NB % 16 == 0, "whole 16-byte pieces");
+  u8 *dst0;
+  i64 len0;
+  dst_len(0, dst0, len0);
 #pragma unroll
   for (int k = 0; k < (N + BC_THREADS - 1) / BC_THREADS; k++) {
     const unsigned i = threadIdx.x + (unsigned)(k * BC_THREADS);
@@ -471,6 +474,17 @@ static __device__ __forceinline__ void bc_write_rows_whole(const u8 *st, int str
       bc_store16(dst0 + (i64)j * ld + 16 * q, *(const uint4 *)(st + j * stride + 16 * q));
     }
   }
+}
+
+// The transposed columnwise rows of a tile, staged at `codes` (BC_TC rows, BC_OB bytes each,
+// BC_CSTRIDE apart; out_row: bc_write_rows' dst_len), destination rows col_ld bytes apart: whole
+// tiles of aligned rows without bounds, other aligned rows piece by piece, unaligned rows from
+// their shifted staging (BC_ROWS_STAGED).
+template <class F>
+static __device__ __forceinline__ void bc_write_col_rows(const u8 *codes, bool whole, int vec_col, F out_row, i64 col_ld) {
+  if (vec_col && whole) bc_write_rows_whole<BC_OB, BC_TC>(codes, BC_CSTRIDE, out_row, col_ld);
+  else if (vec_col) bc_write_rows<BC_OB, BC_ROWS_ALIGNED, false>(codes, BC_CSTRIDE, BC_TC, out_row);
+  else bc_write_rows<BC_OB, BC_ROWS_STAGED, false>(codes, BC_CSTRIDE, BC_TC, out_row);
 }
 
 // Stage the code words w[0 .. N) of an output row at byte offset `at` of its staging row `st`
@@ -534,7 +548,7 @@ static __device__ __forceinline__ void bc_csc_write(const u8 *csc, void *col_sca
 #if BC_CSC_WORDS
   constexpr int NW = BC_CSB * BC_SCALE_BYTES / 4;  // words of a tile column
   if (whole && col_sl.order == 0 && (((unsigned long long)col_scale | (unsigned long long)(col_sl.ld * BC_SCALE_BYTES)) & 3u) == 0) {
-    u8 *base = (u8 *)col_scale + (c0 * col_sl.ld + r0 / BC_CBR) * BC_SCALE_BYTES;
+    u8 *base = (u8 *)col_scale + bc_sl_offset(col_sl, c0, r0 / BC_CBR) * BC_SCALE_BYTES;
 #pragma unroll
     for (int k = 0; k < (BC_TC * NW + BC_THREADS - 1) / BC_THREADS; k++) {
       const unsigned i = (unsigned)tid + (unsigned)(k * BC_THREADS);
@@ -857,7 +871,7 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
       };
       // BC_ROW_STAGED runs of 16-byte aligned rows (vec_row): plain pieces, no shifts
       if (BC_ROW_STAGED && vec_row && whole)
-        bc_write_rows_whole<BC_TC * BC_ELEM_BITS / 8, BC_TR>(rcodes, BC_RSTRIDE, row_data + r0 * row_bytes + c0 * BC_ELEM_BITS / 8, row_bytes);
+        bc_write_rows_whole<BC_TC * BC_ELEM_BITS / 8, BC_TR>(rcodes, BC_RSTRIDE, out_row, row_bytes);
       else if (BC_ROW_STAGED && vec_row) bc_write_rows<BC_TC * BC_ELEM_BITS / 8, BC_ROWS_ALIGNED, false>(rcodes, BC_RSTRIDE, BC_TR, out_row);
       else bc_write_rows<BC_TC * BC_ELEM_BITS / 8, BC_ROWS_SHIFT, !BC_COLUMNWISE>(rcodes, BC_RSTRIDE, BC_TR, out_row);
     }
@@ -875,9 +889,7 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
       len = c0 + j < cols ? out_row_bytes - r0 * BC_ELEM_BITS / 8 : 0;
       if (len > BC_OB) len = BC_OB;
     };
-    if (vec_col && whole) bc_write_rows_whole<BC_OB, BC_TC>(bc_smem, BC_CSTRIDE, col_data + c0 * col_ld + r0 * BC_ELEM_BITS / 8, col_ld);
-    else if (vec_col) bc_write_rows<BC_OB, BC_ROWS_ALIGNED, false>(bc_smem, BC_CSTRIDE, BC_TC, out_row);
-    else bc_write_rows<BC_OB, BC_ROWS_STAGED, false>(bc_smem, BC_CSTRIDE, BC_TC, out_row);
+    bc_write_col_rows(bc_smem, whole, vec_col, out_row, col_ld);
   }
 #endif
 
@@ -1073,9 +1085,7 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
 #if BC_CSCALES
     bc_csc_write(csc, col_scale, col_sl, r0, c0, cols, tid, whole);
 #endif
-    if (vec_col && whole) bc_write_rows_whole<BC_OB, BC_TC>(codes, BC_CSTRIDE, col_data + c0 * col_ld + r0 * BC_ELEM_BITS / 8, col_ld);
-    else if (vec_col) bc_write_rows<BC_OB, BC_ROWS_ALIGNED, false>(codes, BC_CSTRIDE, BC_TC, out_row);
-    else bc_write_rows<BC_OB, BC_ROWS_STAGED, false>(codes, BC_CSTRIDE, BC_TC, out_row);
+    bc_write_col_rows(codes, whole, vec_col, out_row, col_ld);
 #else
     if (tlive && c < cols && r < rows) {
       // rows r .. of the [rows, cols] output: the codes of columns c, c + 1 side by side, one
