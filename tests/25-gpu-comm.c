@@ -330,6 +330,12 @@ static int gather_case_q(gcase *c, bc_comm **comms, int hold_ms, const char *tag
     if (quant_in) {
       xq_alloc(c, c->rows[r], &xqb[r]);
       a[r].xq = (bc_qtensor){ c->f, c->rows[r], c->K, xqb[r].rd, xqb[r].rs, xqb[r].cd, xqb[r].cs, xqb[r].amax, xqb[r].scale, c->swz, 0, 0, 0 };
+      if (quant_in == 2 && !straddles(c)) {
+        /* xq's words are out's: bc_quantize_comm writes them there and the gather copies none */
+        a[r].xq.amax = out[r].amax, a[r].xq.scale = out[r].scale;
+        if (c->info.block == BC_BLOCK_TENSOR && a[r].xq.rowwise_data) /* the word of a direction out has */
+          a[r].xq.rowwise_scale_inv = out[r].rs ? out[r].rs : out[r].cs;
+      }
     }
     CK(cudaStreamCreateWithFlags(&a[r].st, cudaStreamNonBlocking));
   }
@@ -385,7 +391,7 @@ static int gather_case_q(gcase *c, bc_comm **comms, int hold_ms, const char *tag
   for (int r = 0, n = 0; r < c->W && n < 200; r++) n += snprintf(rs + n, sizeof rs - (size_t)n, "%s%lld", r ? "," : "", (long long)c->rows[r]);
   const char *dn[] = { "", "row", "col", "rowcol" };
   ok(good, "%s %s %s W=%d rows [%s] x %lld %s%s%s %s%s%s", quant_in ? (straddles(c) ? "all_gather_quantized (dequantized, exact)" :
-     "all_gather_quantized" ) : "all_gather", c->info.name, bc_dtype_name(c->dt), c->W, rs, (long long)c->K,
+     quant_in == 2 ? "all_gather_quantized (xq's amax / scale words out's)" : "all_gather_quantized" ) : "all_gather", c->info.name, bc_dtype_name(c->dt), c->W, rs, (long long)c->K,
      dn[c->dirs], c->swz ? " swizzled" : "", c->ld_pad ? " strided" : "", c->split, tag ? " " : "", tag ? tag : "");
   for (int r = 0; r < c->W; r++) {
     if (quant_in) buf_free(&xqb[r]);
@@ -465,7 +471,7 @@ static void gather_matrix(void) {
           c.split = make_split(&c, k);
           if (!c.split[0]) c.split = k == 0 ? "equal whole blocks" : "equal cutting blocks";
           gather_case(&c, comms, 0, NULL);
-          gather_case_q(&c, comms, 0, NULL, 1);
+          gather_case_q(&c, comms, 0, NULL, 1 + ((ci >> 1) & 1)); /* 2: xq's amax / scale words are out's */
         }
       }
       for (int r = 0; r < Ws[w]; r++) bc_comm_destroy(comms[r]);

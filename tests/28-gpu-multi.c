@@ -195,7 +195,10 @@ static int rank_main(int rank, int W, const char *dir) {
     cudaFree(full);
   }
   /* 1b: rows already quantized, equal bands (every piece the same size: the pieces in place of
-   * out, the rank's own copied from its input, in the transport's own kernel for sendrecv) */
+   * out, the rank's own copied from its input, in the transport's own kernel for sendrecv).
+   * The calls run on a stream of the rank's own (non-blocking) and only that stream is
+   * synchronized before the result is read: the gather must leave nothing of its own (the side
+   * stream's copies of the scales and amax) unordered after it */
   static const char *gq_names[3] = { "fp8_e4m3_tensor", "mxfp8_e4m3", "nvfp4" };
   for (int i = 0; i < 6; i++) {
     const int alias = i % 2; /* 1: the rank quantizes into its own rows (and block scales) of out */
@@ -209,15 +212,22 @@ static int rank_main(int rank, int W, const char *dir) {
     bc_tensor x = { (char *)full + (size_t)(128 * rank * K) * 2, BC_BF16, 128, K, K }, xf = { full, BC_BF16, M, K, K };
     qbuf l, g, w;
     bc_qtensor ql = qbuf_make(&l, f, 128, K, 1), qg = qbuf_make(&g, f, M, K, 1), qw = qbuf_make(&w, f, M, K, 1);
-    if (alias) {
+    if (alias) { /* its amax, scale (and per tensor scale_inv) words out's too: the gather copies none */
       ql.rowwise_data = (char *)qg.rowwise_data + (size_t)rank * l.l[0].data_bytes;
-      if (info.block != BC_BLOCK_TENSOR) ql.rowwise_scale_inv = (char *)qg.rowwise_scale_inv + (size_t)rank * l.l[0].scale_bytes;
+      ql.rowwise_scale_inv = info.block != BC_BLOCK_TENSOR ? (char *)qg.rowwise_scale_inv + (size_t)rank * l.l[0].scale_bytes
+                                                           : qg.rowwise_scale_inv;
+      ql.amax = qg.amax, ql.scale = qg.scale;
     }
-    s = bc_quantize_comm(ctx, gc, &x, &ql, NULL);
-    if (s == BC_OK) s = bc_all_gather_quantized(ctx, gc, &ql, rows, &qg, NULL);
-    if (s == BC_OK) s = bc_quantize(ctx, &xf, &qw, NULL);
+    cudaStream_t us;
+    CK(cudaStreamCreateWithFlags(&us, cudaStreamNonBlocking));
+    s = bc_quantize(ctx, &xf, &qw, NULL);
     CK(cudaDeviceSynchronize());
-    int good = s == BC_OK && same_q(&g, &w, 1, 0, why, sizeof why);
+    if (s == BC_OK) s = bc_quantize_comm(ctx, gc, &x, &ql, us);
+    if (s == BC_OK) s = bc_all_gather_quantized(ctx, gc, &ql, rows, &qg, us);
+    CK(cudaStreamSynchronize(us));
+    int good = s == BC_OK && same_q(&g, &w, 1, info.block == BC_BLOCK_TENSOR || info.two_level, why, sizeof why);
+    CK(cudaDeviceSynchronize());
+    CK(cudaStreamDestroy(us));
     rline(good, "rank %d: bc_quantize_comm + bc_all_gather_quantized %s, equal bands of 128 rows%s (gathers: %s): the whole "
           "tensor's quantize%s%s", rank, info.name, alias ? ", quantized into out's own rows (in place)" : "", modes[m],
           good ? "" : ": ", good ? "" : (s ? bc_last_error(ctx) : why));

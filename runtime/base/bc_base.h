@@ -129,6 +129,11 @@ typedef struct bci_side {
 BCI_HIDDEN int bci_side_ready(bci_side *sd);
 /* synchronizes and destroys what sd holds */
 BCI_HIDDEN void bci_side_drop(bci_side *sd);
+/* sd's stream (ready) ordered after `stream`'s work so far, and `stream` after sd's stream's
+ * work (a failed join synchronizes sd's stream, so nothing is left unordered): the failing
+ * driver call's result, or CUDA_SUCCESS */
+BCI_HIDDEN CUresult bci_side_fork(bci_side *sd, void *stream);
+BCI_HIDDEN CUresult bci_side_join(bci_side *sd, void *stream);
 /* a stream-ordered device workspace (cuMemAllocAsync; 0 bytes: NULL) and its release on a stream */
 BCI_HIDDEN bc_status bci_ws_alloc(bc_ctx *ctx, size_t bytes, void *stream, void **out);
 BCI_HIDDEN void bci_ws_free(void *p, void *stream);

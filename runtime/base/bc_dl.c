@@ -256,6 +256,18 @@ int bci_side_ready(bci_side *sd) {
   return 1;
 }
 
+CUresult bci_side_fork(bci_side *sd, void *stream) {
+  CUresult r = bci_cu.EventRecord(sd->fork, (CUstream)stream);
+  return r == CUDA_SUCCESS ? bci_cu.StreamWaitEvent(sd->stream, sd->fork, 0) : r;
+}
+
+CUresult bci_side_join(bci_side *sd, void *stream) {
+  CUresult r = bci_cu.EventRecord(sd->join, sd->stream);
+  if (r == CUDA_SUCCESS) r = bci_cu.StreamWaitEvent((CUstream)stream, sd->join, 0);
+  if (r != CUDA_SUCCESS) bci_cu.StreamSynchronize(sd->stream);
+  return r;
+}
+
 bc_status bci_ws_alloc(bc_ctx *ctx, size_t bytes, void *stream, void **out) {
   *out = NULL;
   if (!bytes) return BC_OK;

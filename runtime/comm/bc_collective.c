@@ -903,20 +903,36 @@ bc_status bc_all_gather_quantized(bc_ctx *ctx, bc_comm *comm, const bc_qtensor *
   unsigned char *all_rs = rs_in ? out->rowwise_scale_inv : ws + at[1], *all_cd = ws + at[2];
   unsigned char *all_cs = cs_in ? out->columnwise_scale_inv : ws + at[3];
   /* per-tensor scale and NVFP4's global amax: xq's (the same on every rank); the scale_inv of
-   * per-tensor formats: xq's, or on a rank without rows 1 / scale as bc_quantize computes it */
-  if (s == BC_OK && needs_amax(f)) s = bci_copy32(ctx, NULL, xq->amax, out->amax, 1, stream);
-  if (s == BC_OK && f->block == BC_BLOCK_TENSOR) {
-    s = bci_copy32(ctx, NULL, xq->scale, out->scale, 1, stream);
+   * per-tensor formats: xq's, or on a rank without rows 1 / scale as bc_quantize computes it.
+   * Nothing where xq's word is out's (rows quantized into out with out's amax and scale). Short
+   * kernels that the exchange does not wait for: on the communicator's side stream, beside it
+   * (on the caller's stream, they delayed the exchange by a launch each) */
+  const float *csrc[4];
+  float *cdst[4];
+  float *outs[2] = { out->rowwise_scale_inv, out->columnwise_scale_inv };
+  int nc = 0, derive[2] = { 0, 0 };
+  if (needs_amax(f) && xq->amax != out->amax) csrc[nc] = xq->amax, cdst[nc++] = out->amax;
+  if (f->block == BC_BLOCK_TENSOR) {
+    if (xq->scale != out->scale) csrc[nc] = xq->scale, cdst[nc++] = out->scale;
     const float *si = xq->rowwise_data ? xq->rowwise_scale_inv : xq->columnwise_scale_inv;
-    float *outs[2] = { out->rowwise_scale_inv, out->columnwise_scale_inv };
-    for (int d = 0; d < 2 && s == BC_OK; d++) {
+    for (int d = 0; d < 2; d++) {
       if (!outs[d]) continue;
-      s = m > 0 ? bci_copy32(ctx, NULL, si, outs[d], 1, stream) : bci_compute_scale(ctx, NULL, f, out->amax, out->scale, outs[d], stream);
+      if (m == 0) derive[d] = 1;
+      else if (si != outs[d]) csrc[nc] = si, cdst[nc++] = outs[d];
     }
   }
+  void *side = s == BC_OK && (nc || derive[0] || derive[1]) && bci_list_side_on(ctx) ? bci_comm_fork(comm, stream) : NULL;
+  void *ss = side ? side : stream;
+  for (int i = 0; i < nc && s == BC_OK; i++) s = bci_copy32(ctx, NULL, csrc[i], cdst[i], 1, ss);
+  for (int d = 0; d < 2 && s == BC_OK; d++)
+    if (derive[d]) s = bci_compute_scale(ctx, NULL, f, out->amax, out->scale, outs[d], ss);
   pieces pc = { xq->rowwise_data, xq->columnwise_data, R, xq->rowwise_scale_inv, xq->columnwise_data, xq->columnwise_scale_inv, rs, cs,
                 rs_send, cs_send, all_rs, all_cd, all_cs, xs, rs_in, cs_in };
   s = gather_and_assemble(ctx, comm, sig, s, p, out, &pc, stream);
+  if (side) {
+    bc_status j = bci_comm_join(ctx, comm, fn, stream);
+    if (s == BC_OK) s = j;
+  }
   bci_ws_free(ws, stream);
   free(p);
   return s;

@@ -67,17 +67,12 @@ bc_status bc_comm_get_info(bc_ctx *ctx, const bc_comm *comm, bc_comm_info *out) 
 }
 
 void *bci_comm_fork(bc_comm *comm, void *stream) {
-  if (!bci_side_ready(&comm->side) || bci_cu.EventRecord(comm->side.fork, (CUstream)stream) != CUDA_SUCCESS ||
-      bci_cu.StreamWaitEvent(comm->side.stream, comm->side.fork, 0) != CUDA_SUCCESS)
-    return NULL;
-  return comm->side.stream;
+  return bci_side_ready(&comm->side) && bci_side_fork(&comm->side, stream) == CUDA_SUCCESS ? comm->side.stream : NULL;
 }
 
 bc_status bci_comm_join(bc_ctx *ctx, bc_comm *comm, const char *fn, void *stream) {
-  CUresult r = bci_cu.EventRecord(comm->side.join, comm->side.stream);
-  if (r == CUDA_SUCCESS) r = bci_cu.StreamWaitEvent((CUstream)stream, comm->side.join, 0);
+  CUresult r = bci_side_join(&comm->side, stream);
   if (r == CUDA_SUCCESS) return BC_OK;
-  bci_cu.StreamSynchronize(comm->side.stream);
   return bci_fail(ctx, BC_ERR_CUDA, "%s: ordering the caller's stream after the communicator's side stream failed: %s (%d)", fn,
                   bci_cu_error_name(r), (int)r);
 }

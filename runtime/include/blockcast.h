@@ -474,7 +474,8 @@ BC_API bc_status bc_all_gather(bc_ctx *ctx, bc_comm *comm, const bc_tensor *x, c
  * log callback is told once per context). xq may be this rank's own rows of out (its rowwise data
  * at out's row sum(rows[0 .. rank)), its compact block scales at their place in out's when the
  * ranks' rows are whole multiples of the scale padding, e.g. 128 for the MX formats): the gather
- * is then in place and the rank's own piece does not move. Per-tensor formats: out's scale and
+ * is then in place and the rank's own piece does not move; xq's amax, scale and scale_inv words
+ * may be out's too (nothing is then copied). Per-tensor formats: out's scale and
  * scale_inv are xq's; a rank without rows computes them from the group's amax as
  * bc_quantize_comm does, so with a scale of the caller's own (delayed scaling, bc_quantize_cast)
  * every rank needs rows (not checked: a rank cannot see the others' scales). out's

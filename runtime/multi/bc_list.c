@@ -439,8 +439,7 @@ static bc_status flush(bc_ctx *ctx, const char *fn, void *stream) {
         if (st->groups[pm[u]].blocks > st->groups[big].blocks) big = pm[u];
       const int fork = sms > 0 && (e - j > 1 || st->groups[big].split) && bci_side_ready(&st->side);
       if (fork) {
-        CUresult r = bci_cu.EventRecord(st->side.fork, (CUstream)stream);
-        if (r == CUDA_SUCCESS) r = bci_cu.StreamWaitEvent(st->side.stream, st->side.fork, 0);
+        CUresult r = bci_side_fork(&st->side, stream);
         if (r != CUDA_SUCCESS) {
           s = bci_fail(ctx, BC_ERR_CUDA, "%s: ordering the list's side stream after the caller's stream failed: %s", fn,
                        bci_cu_error_name(r));
@@ -471,10 +470,8 @@ static bc_status flush(bc_ctx *ctx, const char *fn, void *stream) {
           }
         }
       if (fork) { /* the caller's stream waits for the side stream (also after a failure) */
-        CUresult r = bci_cu.EventRecord(st->side.join, st->side.stream);
-        if (r == CUDA_SUCCESS) r = bci_cu.StreamWaitEvent((CUstream)stream, st->side.join, 0);
+        CUresult r = bci_side_join(&st->side, stream);
         if (r != CUDA_SUCCESS) {
-          bci_cu.StreamSynchronize(st->side.stream);
           if (s == BC_OK)
             s = bci_fail(ctx, BC_ERR_CUDA, "%s: ordering the caller's stream after the list's side stream failed: %s", fn,
                          bci_cu_error_name(r));

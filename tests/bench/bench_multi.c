@@ -4,16 +4,21 @@
  * activation [M, 8192] per rank of 64 and 256 MiB:
  *   bf16        ncclAllGather of the bf16 rows (what a bf16 gather costs);
  *   <format>    bc_all_gather of the rows into the format, rowwise (quantize + exchange + assembly),
- *               against the faster raw gather of the bytes it sends (bc_all_gather_bytes, rounded
+ *               against the fastest raw gather of the bytes it sends (bc_all_gather_bytes, rounded
  *               up to 256; ncclAllGather or grouped ncclSend / ncclRecv, as the communicator's
- *               gathers may move them: BLOCKCAST_GATHER): the overhead, and the speedup over the
- *               bf16 gather; and the rank's
+ *               gathers may move them: BLOCKCAST_GATHER; out of place or in place): the overhead,
+ *               and the speedup over the bf16 gather; and the rank's
  *               rows quantized alone (bc_quantize, no communication); bc_all_gather_quantized of
- *               those rows already quantized (the collective's own cost: its overhead over the
- *               raw gather of the same bytes; and over NCCL's own gather of the same two pieces,
- *               data and block scales, from buffers of their own: a second NCCL operation costs
- *               its own latency), and a cast with the scale known (delayed scaling,
- *               bc_quantize_cast) followed by that gather, against the bf16 gather;
+ *               those rows already quantized, the collective's own cost, like for like as
+ *               nccl-tests reports a gather: out of place (from a buffer of the rank's own, which
+ *               it copies into place too) against the raw gather out of place, and in place (the
+ *               rows quantized into out's own rows) against the raw gather in place; the in-place
+ *               one also against NCCL's own gather of the same two pieces, data and block scales,
+ *               from buffers of their own (a second NCCL operation costs its own latency); and a
+ *               cast with the scale known (delayed scaling, bc_quantize_cast) followed by that
+ *               gather, out of place and in place, against the bf16 gather; then the raw gathers
+ *               and the collective again, queued (time_queued: the device's time with the host's
+ *               enqueue out of the way, and the enqueue time a call);
  * before them NCCL's own curve (a raw ncclAllGather, and the same gather as grouped ncclSend /
  * ncclRecv, of 8 to 512 MiB per rank);
  * and the sharded cast of the ~1B-parameter model of bench_shard.c (each rank its ZeRO range of
@@ -23,8 +28,10 @@
  *   bench_multi [W]   (default: every GPU, at most 8; each rank killed after $BC_MULTI_TIMEOUT s,
  *                     540 by default, and all 20 s after one fails) */
 #include <errno.h>
+#include <unistd.h>
 
 #include "bench.h"
+#include "host_timing.h"
 #include "../multi.h"
 
 static bc_ctx *ctx;
@@ -54,6 +61,23 @@ static int do_nccl_gather(int i, void *u) {
   (void)i;
   job *j = u;
   return j->nc->allgather(j->send, j->recv, j->bytes, MT_UINT8, j->nccl, NULL) != 0;
+}
+/* the same, in place: the rank's piece already at its place of recv */
+static int do_nccl_gather_in_place(int i, void *u) {
+  (void)i;
+  job *j = u;
+  return j->nc->allgather((char *)j->recv + (size_t)j->rank * j->bytes, j->recv, j->bytes, MT_UINT8, j->nccl, NULL) != 0;
+}
+/* grouped ncclSend / ncclRecv out of place: the rank's piece from send to every rank, itself
+ * included (NCCL copies it in the group's kernel), as bci_nccl_gatherv moves a piece not in place */
+static int do_nccl_sendrecv_out(int i, void *u) {
+  (void)i;
+  job *j = u;
+  int bad = j->nc->group_start() != 0;
+  for (int r = 0; r < j->W && !bad; r++)
+    bad = j->nc->send(j->send, j->bytes, MT_UINT8, r, j->nccl, NULL) != 0 ||
+          j->nc->recv((char *)j->recv + (size_t)r * j->bytes, j->bytes, MT_UINT8, r, j->nccl, NULL) != 0;
+  return (j->nc->group_end() != 0) | bad;
 }
 /* the same gather as grouped ncclSend / ncclRecv: each rank's piece to every other rank, in place */
 static int do_nccl_sendrecv(int i, void *u) {
@@ -136,6 +160,56 @@ static float timed(op_fn fn, void *u, const char *what, int rank) {
   return t;
 }
 
+/* ---- queued timing: the device's time with the host's enqueue out of the way ----
+ * A batch of calls whose enqueue takes longer than their device time is paced by the host, and
+ * the events then time the host. Here the stream is first held by a host function (5 ms) while
+ * the batch is enqueued behind it; a one-float ncclAllReduce after the hold lines the ranks up
+ * again on the device; the events around the batch then time the device alone. Also the host's
+ * enqueue time per call. Medians of `reps` samples. */
+static job *barrier_job; /* the one-float all-reduce (set in rank_main) */
+static void CUDART_CB hold_stream(void *u) { usleep((useconds_t)(*(const int *)u)); }
+
+typedef struct qtime { float dev_ms, host_us; } qtime;
+
+static qtime time_queued(op_fn fn, void *u, const char *what, int rank) {
+  static const int hold_us = 5000;
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  float *ms = malloc(sizeof(float) * (size_t)reps), *hu = malloc(sizeof(float) * (size_t)reps);
+  qtime q = { -1, -1 };
+  for (int i = 0; i < reps; i++) {
+    CK(cudaLaunchHostFunc(0, hold_stream, (void *)&hold_us));
+    if (do_nccl_allreduce(0, barrier_job)) goto out;
+    CK(cudaEventRecord(a, 0));
+    double t0 = now_ms();
+    for (int k = 0; k < BATCH; k++)
+      if (fn(i * BATCH + k, u)) goto out;
+    double t1 = now_ms();
+    CK(cudaEventRecord(b, 0));
+    CK(cudaEventSynchronize(b));
+    CK(cudaEventElapsedTime(&ms[i], a, b));
+    ms[i] /= BATCH;
+    hu[i] = (float)((t1 - t0) * 1e3 / BATCH);
+  }
+  qsort(ms, (size_t)reps, sizeof *ms, cmpf);
+  qsort(hu, (size_t)reps, sizeof *hu, cmpf);
+  q = (qtime){ ms[reps / 2], hu[reps / 2] };
+out:
+  free(ms);
+  free(hu);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  if (q.dev_ms < 0) {
+    printf("# rank %d: %s (queued) failed: %s\n", rank, what, bc_last_error(ctx));
+    fflush(stdout);
+    exit(1);
+  }
+  return q;
+}
+/* the faster of two ways, queued */
+static qtime faster(qtime x, qtime y) { return y.dev_ms < x.dev_ms ? y : x; }
+
 static double busbw(size_t per_rank, int W, float ms) { return (double)per_rank * W / (ms * 1e-3) / 1e9 * (W - 1) / W; }
 
 static int rank_main(int rank, int W, const char *dir) {
@@ -156,6 +230,9 @@ static int rank_main(int rank, int W, const char *dir) {
     printf("# rank %d: no NCCL communicator of its own\n", rank);
     return 1;
   }
+  job bar = { .nc = &nc, .nccl = own, .vec = dmalloc(4), .nvec = 1 };
+  CK(cudaMemset(bar.vec, 0, 4));
+  barrier_job = &bar;
   float copy_ms;
   double gbs = copy_gbs(&copy_ms);
   if (rank == 0) {
@@ -189,9 +266,20 @@ static int rank_main(int rank, int W, const char *dir) {
     cudaFree(rb);
   }
   if (rank == 0)
-    printf("| per rank | format | bc_all_gather ms | busbw GB/s (the format: of the bytes it sends, quantize included) | raw gather of its bytes (rounded up to 256 B; the faster of ncclAllGather and send / receive), ms | overhead | vs the bf16 gather | its rows' bc_quantize alone, ms | bc_all_gather_quantized of the rows quantized, ms | its overhead | NCCL's raw gather of its two pieces (data, scales: buffers of their own, in place), ms | the collective's overhead over that | cast with a known scale + that gather, ms | vs the bf16 gather | the cast into its rows of out + that gather in place, ms | vs the bf16 gather |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    printf("| per rank | format | bc_all_gather ms | busbw GB/s (the format: of the bytes it sends, quantize included) | raw gather of its "
+           "bytes (rounded up to 256 B; the fastest of ncclAllGather and send / receive, out of place and in place), ms | overhead | "
+           "vs the bf16 gather | its rows' bc_quantize alone, ms | bc_all_gather_quantized of the rows quantized (out of place), ms | "
+           "its overhead over the fastest raw | raw gather out of place (the own piece copied too), ms | the collective's overhead "
+           "over it | bc_all_gather_quantized in place (rows quantized into out's), ms | raw gather in place, ms | the collective's "
+           "overhead over it | NCCL's raw gather of its two pieces (data, scales: buffers of their own, in place), ms | the "
+           "collective in place over that | cast with a known scale + the gather out of place, ms | vs the bf16 gather | the cast "
+           "into its rows of out + the gather in place, ms | vs the bf16 gather |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   const int64_t K = 8192;
   const char *fmts[] = { "fp8_e4m3_tensor", "mxfp8_e4m3", "nvfp4" };
+  char qlines[4096];
+  int qlen = 0;
+  qlines[0] = 0;
   for (int mb = 64; mb <= 256; mb *= 4) {
     int64_t M = (int64_t)mb * 1024 * 1024 / (K * 2), rows[8];
     for (int r = 0; r < W; r++) rows[r] = M;
@@ -235,9 +323,16 @@ static int rank_main(int rank, int W, const char *dir) {
       job raw = j;
       raw.send = s2, raw.recv = r2, raw.bytes = sent_al;
       raw.W = W, raw.rank = rank;
-      float rw = timed(do_nccl_gather, &raw, "ncclAllGather of the same bytes", rank);
-      float rsr = timed(do_nccl_sendrecv, &raw, "ncclSend / ncclRecv of the same bytes", rank);
-      if (rsr < rw) rw = rsr; /* the faster raw gather of those bytes */
+      /* the raw gather of those bytes four ways: out of place (the rank's piece from a buffer of
+       * its own, copied into place too) and in place, each as ncclAllGather and as send / receive;
+       * the faster of each pair, and the fastest of the four */
+      float rw_out = timed(do_nccl_gather, &raw, "ncclAllGather of the same bytes", rank);
+      float t_ = timed(do_nccl_sendrecv_out, &raw, "ncclSend / ncclRecv of the same bytes, out of place", rank);
+      if (t_ < rw_out) rw_out = t_;
+      float rw_in = timed(do_nccl_gather_in_place, &raw, "ncclAllGather of the same bytes, in place", rank);
+      t_ = timed(do_nccl_sendrecv, &raw, "ncclSend / ncclRecv of the same bytes", rank);
+      if (t_ < rw_in) rw_in = t_;
+      float rw = rw_in < rw_out ? rw_in : rw_out;
       /* block formats send two pieces (data, block scales) from buffers of their own: NCCL's cost
        * for the same two pieces, in place, the faster of two ncclAllGathers and send / receive */
       float rw2 = 0;
@@ -277,9 +372,45 @@ static int rank_main(int rank, int W, const char *dir) {
        * gather then moves nothing of the rank's own (in place) */
       job gi = gq;
       gi.xq.rowwise_data = (char *)rd + (size_t)rank * ll.data_bytes;
-      if (strcmp(fmts[fi], "fp8_e4m3_tensor")) /* per tensor: its scale_inv is one word of its own */
-        gi.xq.rowwise_scale_inv = (char *)rs + (size_t)rank * ll.scale_bytes;
+      gi.xq.amax = am, gi.xq.scale = am + 1; /* out's own words, as a cast into out's rows would write them */
+      /* per tensor: its scale_inv is out's one word */
+      gi.xq.rowwise_scale_inv = strcmp(fmts[fi], "fp8_e4m3_tensor") ? (char *)rs + (size_t)rank * ll.scale_bytes : rs;
       float cgi = timed(do_cast_gather_quantized, &gi, "bc_quantize_cast into out + bc_all_gather_quantized in place", rank);
+      float gqi = timed(do_gather_quantized, &gi, "bc_all_gather_quantized in place", rank);
+      /* queued: the device's time alone, and the host's enqueue time a call */
+      qtime q_out = faster(time_queued(do_nccl_gather, &raw, "ncclAllGather of the same bytes", rank),
+                           time_queued(do_nccl_sendrecv_out, &raw, "ncclSend / ncclRecv, out of place", rank));
+      qtime q_in = faster(time_queued(do_nccl_gather_in_place, &raw, "ncclAllGather in place", rank),
+                          time_queued(do_nccl_sendrecv, &raw, "ncclSend / ncclRecv in place", rank));
+      qtime q_two = { 0, 0 };
+      if (s_al) {
+        job two = raw;
+        void *t1 = dmalloc(d_al * (uint64_t)W), *t2 = dmalloc(s_al * (uint64_t)W);
+        two.recv = t1, two.bytes = d_al, two.recv2 = t2, two.bytes2 = s_al;
+        q_two = faster(time_queued(do_nccl_gather_two, &two, "two ncclAllGathers", rank),
+                       time_queued(do_nccl_sendrecv_two, &two, "send / receive of two pieces", rank));
+        cudaFree(t1);
+        cudaFree(t2);
+      }
+      /* the same two pieces at the collective's exact sizes (the rank's rows' data and block
+       * scales; above: rounded up to 256 bytes, the scales with the amax's 4 bytes) */
+      qtime q_twox = { 0, 0 };
+      if (s_al) {
+        job two = raw;
+        void *t1 = dmalloc(ll.data_bytes * (uint64_t)W), *t2 = dmalloc(ll.scale_bytes * (uint64_t)W);
+        two.recv = t1, two.bytes = ll.data_bytes, two.recv2 = t2, two.bytes2 = ll.scale_bytes;
+        q_twox = faster(time_queued(do_nccl_gather_two, &two, "two ncclAllGathers, exact sizes", rank),
+                        time_queued(do_nccl_sendrecv_two, &two, "send / receive of two pieces, exact sizes", rank));
+        cudaFree(t1);
+        cudaFree(t2);
+      }
+      bc_stats st0, st1, st2;
+      bc_get_stats(ctx, &st0);
+      qtime q_gqa = time_queued(do_gather_quantized, &gq, "bc_all_gather_quantized", rank);
+      bc_get_stats(ctx, &st1);
+      qtime q_gqi = time_queued(do_gather_quantized, &gi, "bc_all_gather_quantized in place", rank);
+      bc_get_stats(ctx, &st2);
+      const double calls = (double)reps * BATCH;
       cudaFree(am2);
       cudaFree(ld_);
       cudaFree(ls_);
@@ -287,11 +418,23 @@ static int rank_main(int rank, int W, const char *dir) {
         char two_ms[32] = "(one piece)", two_ov[32] = "";
         if (rw2 > 0) {
           snprintf(two_ms, sizeof two_ms, "%.3f", rw2);
-          snprintf(two_ov, sizeof two_ov, "%+.1f%%", 100.0 * (gqa / rw2 - 1));
+          snprintf(two_ov, sizeof two_ov, "%+.1f%%", 100.0 * (gqi / rw2 - 1));
         }
-        printf("| %d MiB | %s | %.3f | %.0f | %.3f | %+.1f%% | %.2fx | %.3f | %.3f | %+.1f%% | %s | %s | %.3f | %.2fx | %.3f | %.2fx |\n", mb,
-               fmts[fi], q, busbw(sent, W, q), rw, 100.0 * (q / rw - 1), bf / q, qa, gqa, 100.0 * (gqa / rw - 1), two_ms, two_ov, cgq,
+        printf("| %d MiB | %s | %.3f | %.0f | %.3f | %+.1f%% | %.2fx | %.3f | %.3f | %+.1f%% | %.3f | %+.1f%% | %.3f | %.3f | %+.1f%% | %s | %s "
+               "| %.3f | %.2fx | %.3f | %.2fx |\n", mb, fmts[fi], q, busbw(sent, W, q), rw, 100.0 * (q / rw - 1), bf / q, qa, gqa,
+               100.0 * (gqa / rw - 1), rw_out, 100.0 * (gqa / rw_out - 1), gqi, rw_in, 100.0 * (gqi / rw_in - 1), two_ms, two_ov, cgq,
                bf / cgq, cgi, bf / cgi);
+        char two_q[48] = "(one piece)", twox_q[48] = "(one piece)";
+        if (s_al) {
+          snprintf(two_q, sizeof two_q, "%.3f (%.0f)", q_two.dev_ms, q_two.host_us);
+          snprintf(twox_q, sizeof twox_q, "%.3f (%.0f)", q_twox.dev_ms, q_twox.host_us);
+        }
+        qlen += snprintf(qlines + qlen, sizeof qlines - qlen,
+                         "| %d MiB | %s | %.3f (%.0f) | %.3f (%.0f) | %+.1f%% | %.3f (%.0f) | %.3f (%.0f) | %+.1f%% | %s | %s | %.2f / %.2f |\n",
+                         mb, fmts[fi], q_out.dev_ms, q_out.host_us, q_gqa.dev_ms, q_gqa.host_us, 100.0 * (q_gqa.dev_ms / q_out.dev_ms - 1),
+                         q_in.dev_ms, q_in.host_us, q_gqi.dev_ms, q_gqi.host_us, 100.0 * (q_gqi.dev_ms / q_in.dev_ms - 1), two_q, twox_q,
+                         (double)(st1.launches - st0.launches) / calls, (double)(st2.launches - st1.launches) / calls);
+        if (qlen >= (int)sizeof qlines) qlen = (int)sizeof qlines - 1;
       }
       fflush(stdout);
       cudaFree(rd);
@@ -303,6 +446,12 @@ static int rank_main(int rank, int W, const char *dir) {
     cudaFree(x);
     cudaFree(all);
   }
+  if (rank == 0)
+    printf("\n| queued (the device's time, the batch enqueued behind a 5 ms hold; in parentheses the host's enqueue time a call, us) "
+           "| format | raw gather out of place, ms | bc_all_gather_quantized out of place, ms | its overhead | raw gather in place, ms | "
+           "bc_all_gather_quantized in place, ms | its overhead | NCCL's two pieces in place, ms | the same at the collective's exact piece "
+           "sizes, ms | the collective's kernel launches a call (out of place / in place) |\n|---|---|---|---|---|---|---|---|---|---|---|\n%s",
+           qlines);
   /* the sharded cast of a ~1B-parameter model, every rank its ZeRO range */
   int64_t shape[65][2];
   int n = model_1b(shape);
