@@ -197,8 +197,9 @@ static int rank_main(int rank, int W, const char *dir) {
   /* 1b: rows already quantized, equal bands (every piece the same size: the pieces in place of
    * out, the rank's own copied from its input, in the transport's own kernel for sendrecv).
    * The calls run on a stream of the rank's own (non-blocking) and only that stream is
-   * synchronized before the result is read: the gather must leave nothing of its own (the side
-   * stream's copies of the scales and amax) unordered after it */
+   * synchronized before the result is read: the gather must leave nothing of its own (where xq's
+   * words are not out's, their copies on the communicator's side stream) unordered after it. A
+   * missing join would show only when that copy is still running, so this check can miss it */
   static const char *gq_names[3] = { "fp8_e4m3_tensor", "mxfp8_e4m3", "nvfp4" };
   for (int i = 0; i < 6; i++) {
     const int alias = i % 2; /* 1: the rank quantizes into its own rows (and block scales) of out */

@@ -210,6 +210,25 @@ out:
 /* the faster of two ways, queued */
 static qtime faster(qtime x, qtime y) { return y.dev_ms < x.dev_ms ? y : x; }
 
+/* NCCL's own gather of two pieces of d and s bytes a rank (a format's data and block scales) from
+ * buffers of their own, in place, the faster of two ncclAllGathers and send / receive: back to
+ * back (*b2b, ms; NULL: not timed) and queued (*qt; NULL: not timed) */
+static void time_two(const job *raw, uint64_t d, uint64_t s, int W, int rank, float *b2b, qtime *qt) {
+  job two = *raw;
+  void *t1 = dmalloc(d * (uint64_t)W), *t2 = dmalloc(s * (uint64_t)W);
+  two.recv = t1, two.bytes = d, two.recv2 = t2, two.bytes2 = s;
+  if (b2b) {
+    *b2b = timed(do_nccl_gather_two, &two, "two ncclAllGathers of the same pieces", rank);
+    float t = timed(do_nccl_sendrecv_two, &two, "ncclSend / ncclRecv of the same pieces", rank);
+    if (t < *b2b) *b2b = t;
+  }
+  if (qt)
+    *qt = faster(time_queued(do_nccl_gather_two, &two, "two ncclAllGathers (queued)", rank),
+                 time_queued(do_nccl_sendrecv_two, &two, "send / receive of two pieces (queued)", rank));
+  cudaFree(t1);
+  cudaFree(t2);
+}
+
 static double busbw(size_t per_rank, int W, float ms) { return (double)per_rank * W / (ms * 1e-3) / 1e9 * (W - 1) / W; }
 
 static int rank_main(int rank, int W, const char *dir) {
@@ -340,16 +359,7 @@ static int rank_main(int rank, int W, const char *dir) {
       bc_format_get_info(ctx, f, &fi_);
       const uint64_t d_raw = (uint64_t)(M * K) * (uint64_t)fi_.element_bits / 8, d_al = (d_raw + 255) / 256 * 256;
       const uint64_t s_al = sent > d_raw + 64 ? (sent - d_raw + 255) / 256 * 256 : 0; /* a per-tensor amax is no piece */
-      if (s_al) {
-        job two = raw;
-        void *t1 = dmalloc(d_al * (uint64_t)W), *t2 = dmalloc(s_al * (uint64_t)W);
-        two.recv = t1, two.bytes = d_al, two.recv2 = t2, two.bytes2 = s_al;
-        rw2 = timed(do_nccl_gather_two, &two, "two ncclAllGathers of the same pieces", rank);
-        float t = timed(do_nccl_sendrecv_two, &two, "ncclSend / ncclRecv of the same pieces", rank);
-        if (t < rw2) rw2 = t;
-        cudaFree(t1);
-        cudaFree(t2);
-      }
+      if (s_al) time_two(&raw, d_al, s_al, W, rank, &rw2, NULL);
       /* the local part alone: this rank's rows quantized into a tensor of their own */
       bc_qlayout ll;
       bc_qtensor_layout(ctx, f, M, K, BC_ROWWISE, 0, &ll);
@@ -382,27 +392,13 @@ static int rank_main(int rank, int W, const char *dir) {
                            time_queued(do_nccl_sendrecv_out, &raw, "ncclSend / ncclRecv, out of place", rank));
       qtime q_in = faster(time_queued(do_nccl_gather_in_place, &raw, "ncclAllGather in place", rank),
                           time_queued(do_nccl_sendrecv, &raw, "ncclSend / ncclRecv in place", rank));
-      qtime q_two = { 0, 0 };
+      /* NCCL's two pieces queued, as above and at the collective's exact sizes (the rank's
+       * rows' data and block scales; above: rounded up to 256 bytes, the scales with the amax's
+       * 4 bytes) */
+      qtime q_two = { 0, 0 }, q_twox = { 0, 0 };
       if (s_al) {
-        job two = raw;
-        void *t1 = dmalloc(d_al * (uint64_t)W), *t2 = dmalloc(s_al * (uint64_t)W);
-        two.recv = t1, two.bytes = d_al, two.recv2 = t2, two.bytes2 = s_al;
-        q_two = faster(time_queued(do_nccl_gather_two, &two, "two ncclAllGathers", rank),
-                       time_queued(do_nccl_sendrecv_two, &two, "send / receive of two pieces", rank));
-        cudaFree(t1);
-        cudaFree(t2);
-      }
-      /* the same two pieces at the collective's exact sizes (the rank's rows' data and block
-       * scales; above: rounded up to 256 bytes, the scales with the amax's 4 bytes) */
-      qtime q_twox = { 0, 0 };
-      if (s_al) {
-        job two = raw;
-        void *t1 = dmalloc(ll.data_bytes * (uint64_t)W), *t2 = dmalloc(ll.scale_bytes * (uint64_t)W);
-        two.recv = t1, two.bytes = ll.data_bytes, two.recv2 = t2, two.bytes2 = ll.scale_bytes;
-        q_twox = faster(time_queued(do_nccl_gather_two, &two, "two ncclAllGathers, exact sizes", rank),
-                        time_queued(do_nccl_sendrecv_two, &two, "send / receive of two pieces, exact sizes", rank));
-        cudaFree(t1);
-        cudaFree(t2);
+        time_two(&raw, d_al, s_al, W, rank, NULL, &q_two);
+        time_two(&raw, ll.data_bytes, ll.scale_bytes, W, rank, NULL, &q_twox);
       }
       bc_stats st0, st1, st2;
       bc_get_stats(ctx, &st0);
