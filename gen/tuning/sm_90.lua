@@ -47,6 +47,7 @@ dequantize_block  = { threads = 256, unroll = 4, min_blocks = 4, blocks_per_sm =
 -- run 16: 2026-11-28, NVIDIA H100 80GB HBM3 (sm_90, 132 SMs), `blockcast tune --family quantize --format mxfp6_e3m2 --format mxfp6_e2m3 --dir rowcol --out /root/out/w/sm_90.lua`
 -- run 17: 2026-11-28, NVIDIA H200 (sm_90, 132 SMs), `blockcast tune -j 16 --flat --family dequantize --dtype bf16 --kernel bc_dequantize_nvfp4__bf16__row_flat --kernel bc_dequantize_nvfp4__bf16__col_flat --kernel bc_dequantize_mxfp4__bf16__row_flat --kernel bc_dequantize_mxfp4__bf16__col_flat --kernel bc_dequantize_nvfp4_2d__bf16__row_flat --kernel bc_dequantize_nvfp4_2d__bf16__col_flat --kernel bc_dequantize_mxfp6_e3m2__bf16__row_flat --kernel bc_dequantize_mxfp6_e3m2__bf16__col_flat --kernel bc_dequantize_mxfp8_e4m3__bf16__row_flat --kernel bc_dequantize_mxfp8_e4m3__bf16__col_flat --out /root/out/w/sm_90.lua`
 -- run 18: 2026-11-28, NVIDIA H200 (sm_90, 132 SMs), `blockcast tune -j 16 --kernel bc_quantize_nvfp4__bf16__col --kernel bc_quantize_nvfp4__bf16__rowcol --kernel bc_quantize_nvfp4_2d__bf16__col --kernel bc_quantize_nvfp4_2d__bf16__rowcol --kernel bc_quantize_mxfp4__bf16__col --kernel bc_quantize_mxfp4__bf16__rowcol --kernel bc_quantize_mxfp6_e3m2__bf16__col --kernel bc_quantize_mxfp6_e3m2__bf16__rowcol --kernel bc_quantize_mxfp6_e2m3__bf16__col --kernel bc_quantize_mxfp6_e2m3__bf16__rowcol --kernel bc_quantize_nvfp4__fp32__rowcol --kernel bc_quantize_mxfp4__fp32__rowcol --kernel bc_quantize_fp8_block_1x128__fp32__rowcol --kernel bc_quantize_mxfp8_e4m3__fp32__rowcol --out /root/out/w/sm_90.lua`
+-- run 19: 2026-11-29, NVIDIA H200 (sm_90, 132 SMs), `blockcast tune -j 16 --size 8192 --kernel bc_quantize_nvfp4_2d__fp32__row --kernel bc_quantize_fp8_block_128x128__fp32__row --kernel bc_quantize_fp8_block_1x128__fp32__rowcol --kernel bc_quantize_mxfp4__fp32__rowcol --kernel bc_quantize_nvfp4__fp32__rowcol --kernel bc_quantize_mxfp8_e4m3__fp32__rowcol --out /root/out/w/sm_90.lua` (and at --size 16384: every other kernel kept its entry at both sizes)
 kernels = {
   bc_amax__bf16 = { threads = 512, unroll = 4, blocks_per_sm = 4,
     measured = { us = 122.6, incumbent_us = 122.6, copy_pct = 103.4, shape = "16384x16384 bf16", candidates = 18, run = 2 } },
@@ -314,8 +315,11 @@ kernels = {
     measured = { us = 365.1, incumbent_us = 436.7, copy_pct = 76.3, shape = "16384x16384 fp16", candidates = 58, run = 14 } },
   bc_quantize_nvfp4_2d__fp32__col = { threads = 512, tile_rows = 128, tile_cols = 64, min_blocks = 4,
     measured = { us = 409.8, incumbent_us = 418.2, copy_pct = 99.2, shape = "16384x16384 fp32", candidates = 48, run = 14 } },
-  bc_quantize_nvfp4_2d__fp32__row = { threads = 256, tile_rows = 128, tile_cols = 64, min_blocks = 3,
-    measured = { us = 452.3, incumbent_us = 452.3, copy_pct = 90.0, shape = "16384x16384 fp32", candidates = 48, run = 9 } },
+  -- run 19 at 16384^2 chose min_blocks = 5 (365.9 against 394.4 us); the shard step's interior
+  -- (bench_shard, 2048-wide weights) ran nvfp4_2d's step 0.342 -> 0.323-0.326 ms with 4, 0.336-0.339
+  -- with 5 (2026-11-29, tests/bench/results/2026-11-29-h200-shard-step.md): 4, run 19's choice at 8192^2
+  bc_quantize_nvfp4_2d__fp32__row = { threads = 256, tile_rows = 128, tile_cols = 64, min_blocks = 4,
+    measured = { us = 95.4, incumbent_us = 103.3, copy_pct = 75.2, shape = "8192x8192 fp32", candidates = 48, run = 19 } },
   bc_quantize_nvfp4_2d__fp32__rowcol = { threads = 256, tile_rows = 128, tile_cols = 64, min_blocks = 4,
     measured = { us = 551.7, incumbent_us = 576.7, copy_pct = 82.8, shape = "16384x16384 fp32", candidates = 48, run = 14 } },
   bc_quantize_nvfp4__bf16__col = { threads = 256, tile_rows = 256, tile_cols = 64, min_blocks = 4,

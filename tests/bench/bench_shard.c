@@ -11,7 +11,7 @@
  * before every rank's amax is known, and the shard (~450 MB) is ~9x the L2: the reads their
  * scaling needs are two, the second floor column counts them. Exactness is proven by
  * tests/27-gpu-shard.c. Median of samples of 10 back-to-back calls.
- *   bench_shard [rank]   (default 3)
+ *   bench_shard [rank] [--format NAME]   (default 3; --format: that format's rows only)
  *   bench_shard --one FORMAT DIRS   one configuration, two calls, no timing (for ncu / nsys) */
 #include <string.h>
 #include <time.h>
@@ -73,7 +73,10 @@ static float gpu_ms(run *r, double *host_ms) {
 
 int main(int argc, char **argv) {
   gpu_init_or_skip();
-  int rank = argc > 1 && strcmp(argv[1], "--one") ? atoi(argv[1]) : 3;
+  int rank = argc > 1 && strncmp(argv[1], "--", 2) ? atoi(argv[1]) : 3;
+  const char *only = NULL;
+  for (int i = 1; i + 1 < argc; i++)
+    if (!strcmp(argv[i], "--format")) only = argv[i + 1];
   if (bc_ctx_create(&ctx, NULL, 0) != BC_OK) return 1;
   reps = 9;
   int64_t shape[NW][2];
@@ -119,6 +122,7 @@ int main(int argc, char **argv) {
   int one_dirs = one ? atoi(argv[3]) : 0;
   for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
     if (one && (strcmp(cfg[c].name, one) || cfg[c].dirs != one_dirs)) continue;
+    if (only && strcmp(cfg[c].name, only)) continue;
     const bc_format *f;
     bc_format_get(ctx, cfg[c].name, &f);
     bc_format_info info;
