@@ -21,6 +21,12 @@
 
 static bc_ctx *ctx;
 enum { NW = 65 };
+/* the configurations measured, in order */
+static const struct {
+  const char *name;
+  int dirs;
+} CFG[] = { { "fp8_e4m3_tensor", 1 }, { "fp8_block_128x128", 1 }, { "fp8_block_1x128", 1 }, { "fp8_block_1x128", 3 }, { "mxfp8_e4m3", 1 },
+            { "mxfp8_e4m3", 3 },      { "nvfp4", 3 },             { "nvfp4_2d", 1 },        { "mxfp4", 3 } };
 
 typedef struct run {
   bc_comm *comm;
@@ -77,6 +83,15 @@ int main(int argc, char **argv) {
   const char *only = NULL;
   for (int i = 1; i + 1 < argc; i++)
     if (!strcmp(argv[i], "--format")) only = argv[i + 1];
+  if (only) {
+    int known = 0;
+    for (size_t c = 0; c < sizeof CFG / sizeof CFG[0]; c++) known |= !strcmp(CFG[c].name, only);
+    if (!known) {
+      fprintf(stderr, "bench_shard: --format %s: not one of the benchmark's formats (fp8_e4m3_tensor, fp8_block_128x128, "
+                      "fp8_block_1x128, mxfp8_e4m3, nvfp4, nvfp4_2d, mxfp4)\n", only);
+      return 2;
+    }
+  }
   if (bc_ctx_create(&ctx, NULL, 0) != BC_OK) return 1;
   reps = 9;
   int64_t shape[NW][2];
@@ -112,19 +127,16 @@ int main(int argc, char **argv) {
          "[%lld, %lld), %lld elements (%lld weights with a shard), fp32 masters\n",
          n, (long long)total, rank, (long long)lo, (long long)hi, (long long)held, (long long)nonempty);
   printf("| format | directions | bytes (floor) | GPU ms | floor ms | GPU / floor | GPU / floor with the reads its scaling needs | launches per call | host ms per call | wall ms per call (10 back to back) |\n|---|---|---|---|---|---|---|---|---|---|\n");
-  struct { const char *name; int dirs; } cfg[] = { { "fp8_e4m3_tensor", 1 }, { "fp8_block_128x128", 1 }, { "fp8_block_1x128", 1 },
-                                                    { "fp8_block_1x128", 3 }, { "mxfp8_e4m3", 1 }, { "mxfp8_e4m3", 3 },
-                                                    { "nvfp4", 3 }, { "nvfp4_2d", 1 }, { "mxfp4", 3 } };
   bc_comm *comm;
   bc_comm_create_local(ctx, 1, &comm);
   /* --one FORMAT DIRS: that configuration only, two calls and no timing (for a profiler) */
   const char *one = argc > 3 && !strcmp(argv[1], "--one") ? argv[2] : NULL;
   int one_dirs = one ? atoi(argv[3]) : 0;
-  for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
-    if (one && (strcmp(cfg[c].name, one) || cfg[c].dirs != one_dirs)) continue;
-    if (only && strcmp(cfg[c].name, only)) continue;
+  for (size_t c = 0; c < sizeof CFG / sizeof CFG[0]; c++) {
+    if (one && (strcmp(CFG[c].name, one) || CFG[c].dirs != one_dirs)) continue;
+    if (only && strcmp(CFG[c].name, only)) continue;
     const bc_format *f;
-    bc_format_get(ctx, cfg[c].name, &f);
+    bc_format_get(ctx, CFG[c].name, &f);
     bc_format_info info;
     bc_format_get_info(ctx, f, &info);
     run r;
@@ -140,7 +152,7 @@ int main(int argc, char **argv) {
       bc_qtensor *q = &r.q[i];
       *q = (bc_qtensor){ f, shape[i][0], shape[i][1], NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0 };
       for (int d = 0; d < 2; d++) {
-        if (!(cfg[c].dirs & (1 << d))) continue;
+        if (!(CFG[c].dirs & (1 << d))) continue;
         bc_qlayout l;
         bc_qtensor_layout(ctx, f, shape[i][0], shape[i][1], d ? BC_COLUMNWISE : BC_ROWWISE, 0, &l);
         bufs[i][2 * d] = dmalloc(l.data_bytes);
@@ -172,7 +184,7 @@ int main(int argc, char **argv) {
     /* the tensor amax: a second read of the shard before the cast */
     const int two_reads = info.block == BC_BLOCK_TENSOR || info.two_level;
     double floor2_ms = (bytes + (two_reads ? (double)held * 4 : 0)) / (gbs * 1e9) * 1e3;
-    printf("| %s | %s | %.0f MB | %.3f | %.3f | %.2fx | %.2fx | %llu | %.3f | %.3f |\n", cfg[c].name, cfg[c].dirs == 3 ? "both" : "rowwise",
+    printf("| %s | %s | %.0f MB | %.3f | %.3f | %.2fx | %.2fx | %llu | %.3f | %.3f |\n", CFG[c].name, CFG[c].dirs == 3 ? "both" : "rowwise",
            bytes / 1e6, ms, floor_ms, ms / floor_ms, ms / floor2_ms, (unsigned long long)(s1.launches - s0.launches), host, wall);
     fflush(stdout);
     for (int i = 0; i < n; i++) {
