@@ -47,6 +47,10 @@ static const char *tune_usage =
   "  --size N           timed shape N x N, 256 .. 32768 (default 16384; _flat kernels: (N - p) x (N + p),\n"
   "                     p the packing; dequantize reads one quantized source: at the default size, larger\n"
   "                     than L2)\n"
+  "  --shape RxC        timed shape R rows x C columns instead (each 1 .. 1048576, at most 2^30\n"
+  "                     elements; not with --size): a model's own shapes (a kernel's best launch can\n"
+  "                     differ with them); taken as given by _flat kernels too, so give those a shape\n"
+  "                     they take (rows or columns not a multiple of the packing)\n"
   "  --reps N           timed samples per candidate (default 15; each 10 calls)\n"
   "  --min-gain PCT     a candidate must beat the incumbent by this much to replace it (default 2)\n"
   "  -j N               compile threads (default: the CPUs)\n"
@@ -84,6 +88,7 @@ typedef struct topts {
   int nformats, nfamilies, ndtypes, ndirs, nkernels;
   int flat, dry_run, list, jobs, reps;
   int64_t size;
+  int64_t shape_r, shape_c; /* --shape (0: none, the timed shape from size) */
   double min_gain;
   const char *out, *arch;
 } topts;
@@ -274,7 +279,7 @@ static void *dalloc(size_t n) {
   CUresult r = bci_cu.MemAlloc(&p, n ? n : 16);
   if (r != CUDA_SUCCESS) {
     if (r == CUDA_ERROR_OUT_OF_MEMORY)
-      fprintf(stderr, "blockcast tune: cuMemAlloc(%zu bytes) failed: the GPU is out of memory (use a smaller --size)\n", n);
+      fprintf(stderr, "blockcast tune: cuMemAlloc(%zu bytes) failed: the GPU is out of memory (use a smaller --size or --shape)\n", n);
     else
       fprintf(stderr, "blockcast tune: cuMemAlloc(%zu bytes) failed: %s\n", n, bci_cu_error_name(r));
     exit(1);
@@ -619,11 +624,16 @@ static void inputs_free(void) {
   memset(&inputs, 0, sizeof inputs);
 }
 
-/* the timed shape of a kernel: N x N, or (N - p) x (N + p) for _flat kernels (p: the packing) */
-static void timed_shape(const tkern *k, int64_t size, int64_t *rows, int64_t *cols) {
+/* the timed shape of a kernel: --shape as given, else N x N, or (N - p) x (N + p) for _flat
+ * kernels (p: the packing) */
+static void timed_shape(const tkern *k, const topts *o, int64_t *rows, int64_t *cols) {
   int64_t p = k->info.element_pack > 0 ? k->info.element_pack : 1;
-  *rows = *cols = size;
-  if (k->d.flat) *rows = size - p, *cols = size + p;
+  if (o->shape_r > 0) {
+    *rows = o->shape_r, *cols = o->shape_c;
+    return;
+  }
+  *rows = *cols = o->size;
+  if (k->d.flat) *rows = o->size - p, *cols = o->size + p;
 }
 
 /* The two check shapes of a kernel; each must launch it. Block dequantize picks its kernel by
@@ -664,7 +674,7 @@ static int measure(bc_ctx *plain, bc_ctx *tune, tkern *k, const char *base_text,
     return 0;
   }
   /* the timed shape: 3 inputs in rotation; the incumbent's output kept as the reference */
-  timed_shape(k, o->size, &k->rows, &k->cols);
+  timed_shape(k, o, &k->rows, &k->cols);
   memset(&big, 0, sizeof big);
   big.rows = k->rows, big.cols = k->cols, big.dt = kdtype(k);
   size_t n = (size_t)(k->rows * k->cols), es = bc_dtype_size(big.dt);
@@ -837,8 +847,8 @@ static int measure(bc_ctx *plain, bc_ctx *tune, tkern *k, const char *base_text,
 
 /* the options that take a value (a name alone, not a prefix of one: --f is not --format) */
 static int takes_value(const char *a) {
-  static const char *valued[] = { "--format", "--family", "--dtype", "--dir", "--kernel", "--size", "--reps", "--min-gain", "-j",
-                                  "--out", "--arch" };
+  static const char *valued[] = { "--format", "--family", "--dtype", "--dir", "--kernel", "--size", "--shape", "--reps", "--min-gain",
+                                  "-j", "--out", "--arch" };
   for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
     if (strcmp(a, valued[k]) == 0) return 1;
   return 0;
@@ -856,6 +866,7 @@ static int parse(int argc, char **argv, topts *o) {
   o->min_gain = 2.0;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   o->jobs = cpus > 0 ? (int)cpus : 1;
+  int size_given = 0;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define SETV(flag, set, n)                                                                     \
@@ -878,6 +889,21 @@ static int parse(int argc, char **argv, topts *o) {
       long long sz;
       if (!whole_number(argv[++i], &sz)) return bad_number(a, v, "a whole number of rows and columns, 256 .. 32768");
       o->size = sz;
+      size_given = 1;
+    } else if (strcmp(a, "--shape") == 0 && v) {
+      /* R x C: two whole numbers around one 'x' */
+      const char *x = strchr(v, 'x');
+      char rbuf[32];
+      long long r = 0, c = 0;
+      const size_t rl = x ? (size_t)(x - v) : 0;
+      if (!x || rl == 0 || rl >= sizeof rbuf) return bad_number(a, v, "R x C, written RxC (e.g. 8192x2048)");
+      memcpy(rbuf, v, rl);
+      rbuf[rl] = 0;
+      if (!whole_number(rbuf, &r) || !whole_number(x + 1, &c)) return bad_number(a, v, "R x C, written RxC (e.g. 8192x2048)");
+      if (r < 1 || c < 1 || r > 1048576 || c > 1048576 || r * c > (1LL << 30))
+        return bad_number(a, v, "rows and columns 1 .. 1048576 each, at most 2^30 elements");
+      o->shape_r = r, o->shape_c = c;
+      i++;
     } else if (strcmp(a, "--reps") == 0 && v) {
       long long r;
       if (!whole_number(argv[++i], &r) || r < 0 || r > 100000) return bad_number(a, v, "a whole number, 5 .. 1000");
@@ -915,6 +941,10 @@ static int parse(int argc, char **argv, topts *o) {
       fprintf(stderr, "blockcast tune: --dir %s: expected row, col or rowcol\n", o->dirs[i]);
       return 2;
     }
+  if (size_given && o->shape_r > 0) {
+    fprintf(stderr, "blockcast tune: --size and --shape both given; expected one timed shape (--size N for N x N, or --shape RxC)\n");
+    return 2;
+  }
   if (o->size < 256 || o->size > 32768) { fprintf(stderr, "blockcast tune: --size %lld: expected 256 .. 32768\n", (long long)o->size); return 2; }
   if (o->reps < 5 || o->reps > 1000) { fprintf(stderr, "blockcast tune: --reps %d: expected 5 .. 1000\n", o->reps); return 2; }
   if (o->min_gain < 0 || o->min_gain > 50) { fprintf(stderr, "blockcast tune: --min-gain %g: expected 0 .. 50 (percent)\n", o->min_gain); return 2; }

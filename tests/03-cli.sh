@@ -27,6 +27,10 @@ $BIN tune --list --dtype bf17 2> "$tmp/tb.log"; rc=$?
 t "tune: a bad option says what is expected (exit 2)" '[ $rc -eq 2 ] && grep -q "dtype bf17: expected bf16, fp16 or fp32" "$tmp/tb.log"'
 $BIN tune --list --min-gain nan 2> "$tmp/tg1.log"; rc1=$?; $BIN tune --list --size 16k 2> "$tmp/tg2.log"; rc2=$?
 t "tune: a number option that is not a number is refused (nan, 16k)" '[ $rc1 -eq 2 ] && [ $rc2 -eq 2 ] && grep -q "min-gain nan: expected a percentage" "$tmp/tg1.log" && grep -q "size 16k: expected a whole number" "$tmp/tg2.log"'
+$BIN tune --list --shape 8192x2048 --kernel bc_quantize_mxfp4__fp32__rowcol > "$tmp/ts0.log" 2>&1; rc0=$?
+$BIN tune --list --shape 8192 2> "$tmp/ts1.log"; rc1=$?; $BIN tune --list --shape 0x64 2> "$tmp/ts2.log"; rc2=$?
+$BIN tune --list --shape 65536x65536 2> "$tmp/ts3.log"; rc3=$?; $BIN tune --list --size 8192 --shape 8192x2048 2> "$tmp/ts4.log"; rc4=$?
+t "tune --shape RxC: taken, and a malformed, empty, too large or doubled timed shape is refused with what is expected" '[ $rc0 -eq 0 ] && grep -q "^bc_quantize_mxfp4__fp32__rowcol (incumbent" "$tmp/ts0.log" && [ $rc1 -eq 2 ] && grep -q "shape 8192: expected R x C, written RxC" "$tmp/ts1.log" && [ $rc2 -eq 2 ] && grep -q "shape 0x64: expected rows and columns 1 .. 1048576 each" "$tmp/ts2.log" && [ $rc3 -eq 2 ] && grep -q "at most 2^30 elements" "$tmp/ts3.log" && [ $rc4 -eq 2 ] && grep -q "size and --shape both given" "$tmp/ts4.log"'
 $BIN tune --list --kernel bc_nope 2> "$tmp/tk.log"; rc=$?
 t "tune: an unknown --kernel is named" '[ $rc -ne 0 ] && grep -q "kernel bc_nope: no such kernel for sm_90" "$tmp/tk.log"'
 $BIN tune --list --kernel bc_quantize_mxfp4__bf16__row__list 2> "$tmp/tn.log"; rc=$?
