@@ -87,8 +87,10 @@ int main(int argc, char **argv) {
     int known = 0;
     for (size_t c = 0; c < sizeof CFG / sizeof CFG[0]; c++) known |= !strcmp(CFG[c].name, only);
     if (!known) {
-      fprintf(stderr, "bench_shard: --format %s: not one of the benchmark's formats (fp8_e4m3_tensor, fp8_block_128x128, "
-                      "fp8_block_1x128, mxfp8_e4m3, nvfp4, nvfp4_2d, mxfp4)\n", only);
+      fprintf(stderr, "bench_shard: --format %s: not one of the benchmark's formats (", only);
+      for (size_t c = 0; c < sizeof CFG / sizeof CFG[0]; c++)
+        if (!c || strcmp(CFG[c].name, CFG[c - 1].name)) fprintf(stderr, "%s%s", c ? ", " : "", CFG[c].name);
+      fprintf(stderr, ")\n");
       return 2;
     }
   }
