@@ -17,6 +17,10 @@
  *              of the weight's [C, R] rows (the kernel's row spacing), compact block scales as
  *              a window of the weight's layout; swizzled scales into a workspace and placed
  *              (templates/shard_place.cu);
+ *   direct     per pass, the rows the rank holds whole outside [A, B) in whole bands of that pass
+ *              (a 1D "both" cast's rowwise pass: its bands are single rows, the interior's are
+ *              the columnwise blocks' height): quantized straight from the shard in that direction
+ *              and written in place as the interior is, so that its slabs are only the cut rows;
  *   slabs      per pass the band-aligned rows around the shard's first and last rows: staged as
  *              the shard's elements with zeros around them and, at one element of each cut
  *              block the rank does not hold, the block's amax over all ranks
@@ -25,7 +29,7 @@
  * Everything is recorded into the context's list (multi/), a few flushes a call whatever the
  * number of weights (a constant number of launches): on the communicator's side stream (of the
  * greatest priority) the zeros of the vector, the partial amaxes, the all-reduce, the group
- * amaxes and scales, the slabs; on the caller's stream the interiors (most of the bytes): those
+ * amaxes and scales, the slabs and the direct rows; on the caller's stream the interiors (most of the bytes): those
  * of formats without a tensor amax from the start, beside the rest; two-level formats' (NVFP4)
  * once the all-reduce is done (they read the group amax from the vector); per-tensor ones once
  * their scale is computed. The caller's stream waits for the side stream at the end. */
@@ -48,9 +52,12 @@ typedef struct pass {
   int64_t band[2];      /* first rows of the bands holding the shard's first and last rows */
   size_t tab;           /* this pass's table in the vector (floats): ids [W][2][3], then amx [W][2][nbc] */
   int64_t r0[2], nr[2]; /* the slabs (nr 0: none) */
+  int64_t dr0[2], dnr[2]; /* the direct rows above and below the interior (dnr 0: none) */
   size_t hp[2], td[2], ts[2]; /* workspace: staged slab, its quantized data and scales */
-  size_t its;           /* workspace: the interior's scales, when swizzled (else written in place) */
-  bci_sl sl[2], isl;    /* the compact scale layouts of the slabs' and the interior's quantized rows */
+  size_t its, dts[2];   /* workspace: the interior's and the direct rows' scales, when swizzled (else
+                           written in place) */
+  bci_sl sl[2], isl, dsl[2]; /* the compact scale layouts of the slabs', the interior's and the
+                                direct rows' quantized rows */
 } pass;
 
 typedef struct wplan {
@@ -179,25 +186,43 @@ static bc_status plan_regions(bc_ctx *ctx, int64_t i, const bc_shard *sh, wplan 
     p->band[TOP] = down(rs, p->bh);
     p->band[BOT] = down(rl, p->bh);
     const int64_t end = p->band[BOT] + p->bh < R ? p->band[BOT] + p->bh : R;
+    /* the rows held whole in whole bands of this pass: [Ap, Bp) (Ap <= A and B <= Bp: the
+     * interior's bands are whole bands of every pass); of them, those outside [A, B) are direct */
+    const int64_t Ap = cdiv(rf, p->bh) * p->bh, Bp = re == R ? R : down(re, p->bh);
+    p->dnr[TOP] = p->dnr[BOT] = 0;
     if (interior) {
-      p->r0[TOP] = p->band[TOP], p->nr[TOP] = w->A - p->band[TOP];
-      p->r0[BOT] = w->B, p->nr[BOT] = end - w->B;
+      p->r0[TOP] = p->band[TOP], p->nr[TOP] = Ap - p->band[TOP];
+      p->dr0[TOP] = Ap, p->dnr[TOP] = w->A - Ap;
+      p->dr0[BOT] = w->B, p->dnr[BOT] = Bp - w->B;
+      p->r0[BOT] = Bp, p->nr[BOT] = end - Bp;
+    } else if (Ap < Bp) {
+      p->r0[TOP] = p->band[TOP], p->nr[TOP] = Ap - p->band[TOP];
+      p->dr0[TOP] = Ap, p->dnr[TOP] = Bp - Ap;
+      p->r0[BOT] = Bp, p->nr[BOT] = end - Bp;
     } else {
       p->r0[TOP] = p->band[TOP], p->nr[TOP] = end - p->band[TOP];
       p->nr[BOT] = 0;
     }
     for (int k = 0; k < 2; k++) {
-      if (p->nr[k] <= 0) {
-        p->nr[k] = 0;
-        continue;
-      }
+      if (p->dnr[k] > 0 && d == 1) /* the columnwise pass's bands are the tallest */
+        return bci_fail(ctx, BC_ERR_INTERNAL, "%s: weight %lld: direct columnwise rows planned (bc_shard.c: plan_regions)", FN,
+                        (long long)i);
+      p->dnr[k] = p->dnr[k] > 0 ? p->dnr[k] : 0;
+      p->nr[k] = p->nr[k] > 0 ? p->nr[k] : 0;
       bci_geom tg;
-      bc_status st = bci_geom_get(ctx, FN, w->f, p->nr[k], C, p->dir, 0, &tg);
-      if (st != BC_OK) return bci_fail_entry(ctx, st, FN, "weight", i);
-      p->hp[k] = *bytes, *bytes += align256((size_t)(p->nr[k] * C) * es);
-      p->td[k] = *bytes, *bytes += align256(tg.data_bytes);
-      p->ts[k] = *bytes, *bytes += align256(w->f->block == BC_BLOCK_TENSOR ? 4 : tg.scale_bytes);
-      p->sl[k] = tg.sl;
+      bc_status st;
+      if (p->dnr[k]) { /* direct rows: their compact scale layout, and workspace for swizzled scales */
+        if ((st = bci_geom_get(ctx, FN, w->f, p->dnr[k], C, p->dir, 0, &tg)) != BC_OK) return bci_fail_entry(ctx, st, FN, "weight", i);
+        if (w->f->block != BC_BLOCK_TENSOR && p->g.sl.order == 2) p->dts[k] = *bytes, *bytes += align256(tg.scale_bytes);
+        p->dsl[k] = tg.sl;
+      }
+      if (p->nr[k]) { /* a slab: staged rows, their quantized data and scales */
+        if ((st = bci_geom_get(ctx, FN, w->f, p->nr[k], C, p->dir, 0, &tg)) != BC_OK) return bci_fail_entry(ctx, st, FN, "weight", i);
+        p->hp[k] = *bytes, *bytes += align256((size_t)(p->nr[k] * C) * es);
+        p->td[k] = *bytes, *bytes += align256(tg.data_bytes);
+        p->ts[k] = *bytes, *bytes += align256(w->f->block == BC_BLOCK_TENSOR ? 4 : tg.scale_bytes);
+        p->sl[k] = tg.sl;
+      }
     }
     if (interior) {
       bci_geom tg;
@@ -334,17 +359,18 @@ static bc_status rec_quantize(bc_ctx *ctx, bci_sink *k, const wplan *w, const bc
   return w->tensor_amax ? bci_quantize_cast(ctx, k, x, t, stream) : bci_quantize(ctx, k, x, t, stream);
 }
 
-/* The interior's block scales written straight into the whole weight's compact scale buffer
- * (all its blocks are the rank's): the layout of the interior's entries as a window of the
- * weight's, and where its first entry lies (the entry of the block at row A, column 0, as
+/* The block scales of a region the rank holds whole (rows [a, ...) in whole bands of the pass: the
+ * interior, direct rows), of compact layout rsl, written straight into the whole weight's compact
+ * scale buffer (all its blocks are the rank's): the region's entries as a window of the weight's
+ * layout, and where its first entry lies (the entry of the block at row a, column 0, as
  * shard_place.cu maps entries). Swizzled scales (order 2) are not windows: NULL, placed. */
-static void *interior_scales(const wplan *w, const pass *p, void *dscale, bci_sl *sl) {
+static void *window_scales(const wplan *w, const pass *p, int64_t a, const bci_sl *rsl, void *dscale, bci_sl *sl) {
   if (w->f->block == BC_BLOCK_TENSOR || p->g.sl.order == 2) return NULL;
   const bci_sl *d = &p->g.sl;
-  *sl = (bci_sl){ d->ld, p->isl.lrows, p->isl.lcols, p->isl.lrows, p->isl.lcols, d->order, p->isl.per_row };
+  *sl = (bci_sl){ d->ld, rsl->lrows, rsl->lcols, rsl->lrows, rsl->lcols, d->order, rsl->per_row };
   const int64_t vbr = p->g.vbr, vbc = p->g.vbc ? p->g.vbc : 1;
-  const int64_t r0 = p->dir == BC_COLUMNWISE ? 0 : p->isl.per_row ? w->A : w->A / vbr;
-  const int64_t c0 = p->dir == BC_COLUMNWISE ? w->A / vbc : 0;
+  const int64_t r0 = p->dir == BC_COLUMNWISE ? 0 : rsl->per_row ? a : a / vbr;
+  const int64_t c0 = p->dir == BC_COLUMNWISE ? a / vbc : 0;
   return (uint8_t *)dscale + bci_sl_offset(d, r0, c0) * w->f->scale_bytes;
 }
 
@@ -355,49 +381,78 @@ static bc_status quant_stages_fail(bc_ctx *ctx, const bci_sink *k) {
                   FN, k->stage - ST_QUANT, ST_PLACE - ST_QUANT);
 }
 
-/* The interior: both directions in one read, written in place: the rowwise data (and MXFP8's
- * columnwise data) as dense rows of the weight's, transposed columnwise data as a band of columns
- * of the weight's [C, R] rows, compact block scales as a window of the weight's; swizzled scales
- * go to the workspace and are placed. It shares no byte with the slabs: rowwise data meets them
- * at a row boundary (a 4-bit row has an even length), transposed data at columns A and B that are
- * multiples of every pass's band height (or the end), and its scales are its own blocks' (a
- * window without padding); so it may run beside the slabs' kernels (bc_shard_cast). */
-static bc_status rec_interior(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const wplan *w, bc_qtensor *q, void *ws, void *stream) {
-  if (w->B <= w->A) return BC_OK;
+/* A region the rank holds whole, rows [a, b) in whole bands of the passes in `on` (bit d: pass
+ * d), quantized in one read and written in place: the rowwise data (and MXFP8's columnwise data) as
+ * dense rows of the weight's, transposed columnwise data as a band of columns of the weight's
+ * [C, R] rows, compact block scales as a window of the weight's (layouts sl[d] of the region's own
+ * quantized rows); swizzled scales go to the workspace at ws_at[d] and are placed. */
+static bc_status rec_region(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const wplan *w, bc_qtensor *q, int64_t a, int64_t b,
+                            int on, const bci_sl *sl[2], const size_t ws_at[2], void *ws, void *stream) {
   const bc_format *f = w->f;
   const size_t es = bc_dtype_size(sh->dtype);
-  bc_tensor x = { (void *)((const uint8_t *)sh->data + (size_t)(w->A * w->C - w->s) * es), sh->dtype, w->B - w->A, w->C, w->C };
+  bc_tensor x = { (void *)((const uint8_t *)sh->data + (size_t)(a * w->C - w->s) * es), sh->dtype, b - a, w->C, w->C };
   bc_qtensor t;
   memset(&t, 0, sizeof t);
   bci_qdst dst;
   memset(&dst, 0, sizeof dst);
   const int bits = f->elem.bits;
-  const size_t off = (size_t)(w->A * w->C) * (size_t)bits / 8;
+  const size_t off = (size_t)(a * w->C) * (size_t)bits / 8;
   const pass *pr = &w->p[0], *pc = &w->p[1];
   void *rs_at = NULL, *cs_at = NULL; /* the scales' workspace (placed afterwards), when not direct */
-  if (pr->on) {
+  if (on & 1) {
     t.rowwise_data = at_bytes(q->rowwise_data, off);
     if (f->block == BC_BLOCK_TENSOR) t.rowwise_scale_inv = q->rowwise_scale_inv;
-    else if ((t.rowwise_scale_inv = interior_scales(w, pr, q->rowwise_scale_inv, &dst.sl[0]))) dst.sl_set[0] = 1;
-    else t.rowwise_scale_inv = rs_at = at_bytes(ws, pr->its);
+    else if ((t.rowwise_scale_inv = window_scales(w, pr, a, sl[0], q->rowwise_scale_inv, &dst.sl[0]))) dst.sl_set[0] = 1;
+    else t.rowwise_scale_inv = rs_at = at_bytes(ws, ws_at[0]);
   }
-  if (pc->on) {
+  if (on & 2) {
     if (pc->g.data_is_view) {
-      t.columnwise_data = at_bytes(q->columnwise_data, (size_t)w->A * (size_t)bits / 8);
+      t.columnwise_data = at_bytes(q->columnwise_data, (size_t)a * (size_t)bits / 8);
       dst.col_ld = w->R * bits / 8;
     } else {
       t.columnwise_data = at_bytes(q->columnwise_data, off);
     }
-    if ((t.columnwise_scale_inv = interior_scales(w, pc, q->columnwise_scale_inv, &dst.sl[1]))) dst.sl_set[1] = 1;
-    else t.columnwise_scale_inv = cs_at = at_bytes(ws, pc->its);
+    if ((t.columnwise_scale_inv = window_scales(w, pc, a, sl[1], q->columnwise_scale_inv, &dst.sl[1]))) dst.sl_set[1] = 1;
+    else t.columnwise_scale_inv = cs_at = at_bytes(ws, ws_at[1]);
   }
   k->stage = ST_QUANT;
   bc_status s = rec_quantize(ctx, k, w, q, &x, &t, f->block == BC_BLOCK_TENSOR ? NULL : &dst, stream);
   if (s == BC_OK && k->stage > ST_PLACE) s = quant_stages_fail(ctx, k);
   if (s == BC_OK && rs_at && (k->stage = ST_PLACE))
-    s = rec_place(ctx, k, w, pr, w->A, w->B - w->A, pr->isl, NULL, q->rowwise_data, 0, rs_at, q->rowwise_scale_inv, stream);
+    s = rec_place(ctx, k, w, pr, a, b - a, *sl[0], NULL, q->rowwise_data, 0, rs_at, q->rowwise_scale_inv, stream);
   if (s == BC_OK && cs_at && (k->stage = ST_PLACE))
-    s = rec_place(ctx, k, w, pc, w->A, w->B - w->A, pc->isl, NULL, q->columnwise_data, 0, cs_at, q->columnwise_scale_inv, stream);
+    s = rec_place(ctx, k, w, pc, a, b - a, *sl[1], NULL, q->columnwise_data, 0, cs_at, q->columnwise_scale_inv, stream);
+  return s;
+}
+
+/* The interior [A, B): both directions in one read. It shares no byte with the slabs or the
+ * direct rows: rowwise data meets them at a row boundary (a 4-bit row has an even length),
+ * transposed data at columns A and B that are multiples of every pass's band height (or the end),
+ * and its scales are its own blocks' (a window without padding); so it may run beside their
+ * kernels (bc_shard_cast). */
+static bc_status rec_interior(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const wplan *w, bc_qtensor *q, void *ws, void *stream) {
+  if (w->B <= w->A) return BC_OK;
+  const int on = (w->p[0].on ? 1 : 0) | (w->p[1].on ? 2 : 0);
+  const bci_sl *sl[2] = { &w->p[0].isl, &w->p[1].isl };
+  const size_t at[2] = { w->p[0].its, w->p[1].its };
+  return rec_region(ctx, k, sh, w, q, w->A, w->B, on, sl, at, ws, stream);
+}
+
+/* The direct rows of each pass, in that direction alone: they meet the interior and the slabs at
+ * row boundaries, in whole blocks of their pass. Recorded with the slabs (after the all-reduce,
+ * beside the interior): bench_shard on an H200 (tests/bench/results/2026-11-29-h200-chain-bound.md)
+ * ran fp8_block_1x128 "both" 0.229 -> 0.225 ms with them there, 0.224 with the interiors, where
+ * NVFP4's step lost 18 us (the two-level formats' interiors start after the all-reduce). */
+static bc_status rec_direct(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const wplan *w, bc_qtensor *q, void *ws, void *stream) {
+  bc_status s = BC_OK;
+  for (int d = 0; d < 2 && s == BC_OK; d++)
+    for (int j = 0; j < 2 && s == BC_OK; j++) {
+      const pass *p = &w->p[d];
+      if (!p->on || !p->dnr[j]) continue;
+      const bci_sl *sl[2] = { &p->dsl[j], &p->dsl[j] };
+      const size_t at[2] = { p->dts[j], p->dts[j] };
+      s = rec_region(ctx, k, sh, w, q, p->dr0[j], p->dr0[j] + p->dnr[j], 1 << d, sl, at, ws, stream);
+    }
   return s;
 }
 
@@ -606,7 +661,7 @@ bc_status bc_shard_cast(bc_ctx *ctx, bc_comm *comm, int64_t n, const bc_shard *s
       const wplan *w = &P.w[i];
       if (phase == 0) s = rec_scales(ctx, k, &shards[i], w, &q[i], vec, cs);
       else if (phase == 1) s = w->tensor_amax ? rec_interior(ctx, k, &shards[i], w, &q[i], ws, stream) : BC_OK;
-      else s = rec_slabs(ctx, k, &shards[i], w, &q[i], vec, P.W, ws, cs);
+      else if ((s = rec_slabs(ctx, k, &shards[i], w, &q[i], vec, P.W, ws, cs)) == BC_OK) s = rec_direct(ctx, k, &shards[i], w, &q[i], ws, cs);
       if (s != BC_OK) s = bci_fail_entry(ctx, s, FN, "weight", i);
     }
     if (s == BC_OK) s = bci_list_flush(ctx, FN, phase == 1 ? stream : cs);
