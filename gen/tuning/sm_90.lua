@@ -224,8 +224,15 @@ kernels = {
     measured = { us = 409.5, incumbent_us = 409.5, copy_pct = 98.9, shape = "16384x16384 fp32", candidates = 46, run = 15 } },
   bc_quantize_mxfp4__fp32__row = { threads = 256, tile_rows = 64, tile_cols = 128, min_blocks = 4,
     measured = { us = 308.1, incumbent_us = 308.1, copy_pct = 93.3, shape = "16384x16384 fp32", candidates = 18, run = 8 } },
-  bc_quantize_mxfp4__fp32__rowcol = { threads = 256, tile_rows = 256, tile_cols = 64, min_blocks = 2,
-    measured = { us = 401.7, incumbent_us = 417.7, copy_pct = 79.4, shape = "16384x16384 fp32", candidates = 46, run = 18 } },
+  -- run 18 at 16384^2 chose 256x64 tiles at 2 blocks an SM (401.7 us); run 20 at 8192x2048 128x64 at
+  -- 4 (+4.7%). The shard step (bench_shard, the 1B model's weights from fp32, both directions) ran
+  -- 0.216 ms with run 18's, 0.204 with 128x64 at 4, 0.199 at 5, 0.227 with 64x128 at 4 (2026-11-29,
+  -- tests/bench/results/2026-11-29-h200-chain-bound.md, call 9): 128x64 at 5 (beside the step's
+  -- short kernels a quarter-SM CTA yields less than a half-SM one). Chosen by hand from those four
+  -- (no `blockcast tune` run); us / incumbent_us below: bench_block against run 18's entry, same run
+  -- (call 10 there; at 8192^2 107.3 against 109.0 us)
+  bc_quantize_mxfp4__fp32__rowcol = { threads = 256, tile_rows = 128, tile_cols = 64, min_blocks = 5,
+    measured = { us = 409.7, incumbent_us = 408.7, copy_pct = 77.8, shape = "16384x16384 fp32", candidates = 4, run = 20 } },
   bc_quantize_mxfp6_e2m3__bf16__col = { threads = 256, tile_rows = 256, tile_cols = 64, min_blocks = 4,
     measured = { us = 189.0, incumbent_us = 189.0, copy_pct = 92.7, shape = "16384x16384 bf16", candidates = 49, run = 18 } },
   bc_quantize_mxfp6_e2m3__bf16__row = { threads = 256, tile_rows = 128, tile_cols = 128, min_blocks = 3,
