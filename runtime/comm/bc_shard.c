@@ -29,10 +29,11 @@
  * Everything is recorded into the context's list (multi/), a few flushes a call whatever the
  * number of weights (a constant number of launches): on the communicator's side stream (of the
  * greatest priority) the zeros of the vector, the partial amaxes, the all-reduce, the group
- * amaxes and scales, the slabs and the direct rows; on the caller's stream the interiors (most of the bytes): those
- * of formats without a tensor amax from the start, beside the rest; two-level formats' (NVFP4)
- * once the all-reduce is done (they read the group amax from the vector); per-tensor ones once
- * their scale is computed. The caller's stream waits for the side stream at the end. */
+ * amaxes and scales, the slabs and the direct rows; on the caller's stream the interiors (most of
+ * the bytes): those of formats without a tensor amax from the start, beside the rest; two-level
+ * formats' (NVFP4) once the all-reduce is done (they read the group amax from the vector);
+ * per-tensor ones once their scale is computed. The caller's stream waits for the side stream at
+ * the end. */
 #include <stdlib.h>
 #include <string.h>
 
