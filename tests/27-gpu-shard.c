@@ -13,6 +13,8 @@
  *     data and scales; the same call again over buffers of all ones shows who wrote what: every
  *     element's code (a nibble of 4-bit data) written by exactly one rank, whatever the byte
  *     held, and every block scale by one rank (padding: any number of ranks writing zeros);
+ *   - the planning branches of a 1D "both" cast (interiors, direct rows, cut rows) pinned by fixed
+ *     partitions, each master dtype, compact and swizzled scales;
  *   - the launches of one call are the same for 10 and for 1000 weights (bc_get_stats);
  *   - argument errors name the weight and what would be right (every rank fails, no one waits). */
 #include <pthread.h>
@@ -52,7 +54,9 @@ typedef struct rank_arg {
 } rank_arg;
 
 static uint64_t srng = 0xC0FFEE1234ull;
-static int fixed_kind; /* 1: bf16, compact scales, current scaling (the launch count's weights) */
+/* the weights' kind, when set (else random): the launch count's weights (bf16, compact scales) and
+ * the direct rows' cases (each dtype, compact and swizzled); current scaling either way */
+static struct { int on, swz; bc_dtype dt; } fixed_kind;
 static int64_t urand(int64_t lo, int64_t hi) { /* [lo, hi] */
   srng = srng * 6364136223846793005ull + 1442695040888963407ull;
   return lo + (int64_t)((srng >> 33) % (uint64_t)(hi - lo + 1));
@@ -103,7 +107,7 @@ static void weight_make(weight *w, const bc_format *f, int64_t R, int64_t C, int
   const bc_dtype dts[3] = { BC_FP32, BC_BF16, BC_FP16 };
   w->dt = dts[urand(0, 2)];
   w->given = w->info.block == BC_BLOCK_TENSOR && urand(0, 2) == 0;
-  if (fixed_kind) w->swz = 0, w->dt = BC_BF16, w->given = 0;
+  if (fixed_kind.on) w->swz = fixed_kind.swz, w->dt = fixed_kind.dt, w->given = 0;
   size_t n = (size_t)(R * C), es = bc_dtype_size(w->dt);
   void *h = malloc(n * es);
   fill(h, w->dt, n, 0);
@@ -468,6 +472,65 @@ static void exactness(void) {
      "ranks' nibbles", (unsigned long long)units_seen, (unsigned long long)bytes_split);
 }
 
+/* a rank's shard as whole rows plus elements: [r0 * C + c0, r1 * C + c1) */
+static void set_shard(weight *w, int r, int64_t r0, int64_t c0, int64_t r1, int64_t c1) {
+  w->start[r] = r0 * w->C + c0;
+  w->len[r] = r1 * w->C + c1 - w->start[r];
+}
+
+/* The planning branches of a 1D "both" cast pinned one by one (the random partitions above reach
+ * them by chance). H is the columnwise blocks' height (the interior's alignment), the rowwise
+ * pass's bands single rows: a rank's rows held whole outside its interior [A, B) are its
+ * "direct" rows, a row it cuts a one-row slab. Two weights of 3H + 5 rows (3H + 6 for 4-bit
+ * data, whose transposed columnwise rows need an even count) by 200 columns (ragged blocks),
+ * four ranks (cuts at odd offsets, inside blocks):
+ *   weight 0, rank 0: interior [0, H), direct rows below it, a cut row;
+ *             rank 1: no interior, direct rows between two cut rows;
+ *             rank 2: interior [2H, 3H), direct rows above and below, cut rows at both ends;
+ *             rank 3: no interior, a cut row, direct rows to the weight's last row;
+ *   weight 1, rank 0: no interior, direct rows from row 0, a cut row;
+ *             rank 1: a cut row, direct rows above its interior [H, R) (the weight's end);
+ *             ranks 2, 3: empty.
+ * For every 1D format with a columnwise direction, fp32 / bf16 / fp16 masters, compact and
+ * swizzled scales; the same checks as the random lists (exact combine, who wrote what). */
+static void direct_rows(void) {
+  bc_comm *comms[4];
+  if (bc_comm_create_local(ctx, 4, comms) != BC_OK) diag("local comm: %s", bc_last_error(ctx));
+  size_t nf = bc_format_count(ctx);
+  const bc_dtype dts[3] = { BC_FP32, BC_BF16, BC_FP16 };
+  for (size_t fi = 0; fi < nf; fi++) {
+    const bc_format *f = bc_format_at(ctx, fi);
+    bc_format_info info;
+    bc_format_get_info(ctx, f, &info);
+    if (!comm_takes(&info) || info.block != BC_BLOCK_1D || !info.has_rowwise || !info.has_columnwise) continue;
+    const int64_t H = info.block_cols;
+    for (int t = 0; t < 6; t++) {
+      fixed_kind.on = 1, fixed_kind.dt = dts[t / 2], fixed_kind.swz = t % 2;
+      weight ws[2];
+      for (int i = 0; i < 2; i++) weight_make(&ws[i], f, 3 * H + 5, 200, 1, 4);
+      weight *a = &ws[0], *b = &ws[1];
+      const int64_t R = a->R;
+      set_shard(a, 0, 0, 0, H + 3, 7);
+      set_shard(a, 1, H + 3, 7, 2 * H - 5, 3);
+      set_shard(a, 2, 2 * H - 5, 3, 3 * H + 2, 1);
+      set_shard(a, 3, 3 * H + 2, 1, R, 0);
+      set_shard(b, 0, 0, 0, H - 3, 5);
+      set_shard(b, 1, H - 3, 5, R, 0);
+      set_shard(b, 2, R, 0, R, 0);
+      set_shard(b, 3, R, 0, R, 0);
+      char why[2048];
+      int good = run_list(ws, 2, comms, 4, why, sizeof why);
+      ok(good, "%s direct rows (%lldx200 %s%s, 4 ranks: interiors with direct rows above, below, both, none; direct rows "
+         "without an interior; to the weight's first and last rows): the ranks' outputs combine to the whole weight's",
+         info.name, (long long)R, bc_dtype_name(dts[t / 2]), t % 2 ? ", swizzled" : "");
+      if (!good) diag("%s", why);
+      for (int i = 0; i < 2; i++) weight_free(&ws[i]);
+    }
+  }
+  fixed_kind.on = 0;
+  for (int r = 0; r < 4; r++) bc_comm_destroy(comms[r]);
+}
+
 /* the launches of one call do not grow with the number of weights */
 static void launch_count(void) {
   bc_comm *comms[2];
@@ -475,7 +538,7 @@ static void launch_count(void) {
   const char *names[3] = { "mxfp8_e4m3", "nvfp4", "fp8_e4m3_tensor" };
   uint64_t per_call[2];
   int sizes[2] = { 10, 1000 };
-  fixed_kind = 1; /* the kernels a call launches depend on the kinds of weights (format, dtype, ...), not on their number */
+  fixed_kind.on = 1, fixed_kind.swz = 0, fixed_kind.dt = BC_BF16; /* the kernels a call launches depend on the kinds of weights (format, dtype, ...), not on their number */
   for (int t = 0; t < 2; t++) {
     int n = sizes[t];
     weight *ws = calloc((size_t)n, sizeof *ws);
@@ -494,7 +557,7 @@ static void launch_count(void) {
     for (int i = 0; i < n; i++) weight_free(&ws[i]);
     free(ws);
   }
-  fixed_kind = 0;
+  fixed_kind.on = 0;
   ok(per_call[0] == per_call[1], "launches per call (2 ranks together, the all-reduce included): %llu for 10 weights, %llu for 1000",
      (unsigned long long)per_call[0], (unsigned long long)per_call[1]);
   bc_comm_destroy(comms[0]);
@@ -507,6 +570,7 @@ int main(void) {
   diag("device: %s", gpu_name());
   writers_self_test();
   exactness();
+  direct_rows();
   launch_count();
   bc_ctx_destroy(ctx);
   done_testing();

@@ -11,7 +11,8 @@
  * before every rank's amax is known, and the shard (~450 MB) is ~9x the L2: the reads their
  * scaling needs are two, the second floor column counts them. Exactness is proven by
  * tests/27-gpu-shard.c. Median of samples of 10 back-to-back calls.
- *   bench_shard [rank] [--format NAME]   (default 3; --format: that format's rows only)
+ *   bench_shard [rank] [--format NAME] [--swizzled]   (default 3; --format: that format's rows only;
+ *                                      --swizzled: block scales in the GEMM's swizzled layout)
  *   bench_shard --one FORMAT DIRS   one configuration, two calls, no timing (for ncu / nsys) */
 #include <string.h>
 #include <time.h>
@@ -81,8 +82,11 @@ int main(int argc, char **argv) {
   gpu_init_or_skip();
   int rank = argc > 1 && strncmp(argv[1], "--", 2) ? atoi(argv[1]) : 3;
   const char *only = NULL;
-  for (int i = 1; i + 1 < argc; i++)
-    if (!strcmp(argv[i], "--format")) only = argv[i + 1];
+  int swz = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--format") && i + 1 < argc) only = argv[i + 1];
+    swz |= !strcmp(argv[i], "--swizzled");
+  }
   if (only) {
     int known = 0;
     for (size_t c = 0; c < sizeof CFG / sizeof CFG[0]; c++) known |= !strcmp(CFG[c].name, only);
@@ -126,8 +130,8 @@ int main(int argc, char **argv) {
   double gbs = copy_gbs(&copy_ms);
   printf("# %s; copy %.0f GB/s (read + write) in this run\n", gpu_name(), gbs);
   printf("# ~1B-parameter transformer, %d weights, %lld elements; 8-way ZeRO partition of the flat buffer, rank %d: "
-         "[%lld, %lld), %lld elements (%lld weights with a shard), fp32 masters\n",
-         n, (long long)total, rank, (long long)lo, (long long)hi, (long long)held, (long long)nonempty);
+         "[%lld, %lld), %lld elements (%lld weights with a shard), fp32 masters, %s block scales\n",
+         n, (long long)total, rank, (long long)lo, (long long)hi, (long long)held, (long long)nonempty, swz ? "swizzled" : "compact");
   printf("| format | directions | bytes (floor) | GPU ms | floor ms | GPU / floor | GPU / floor with the reads its scaling needs | launches per call | host ms per call | wall ms per call (10 back to back) |\n|---|---|---|---|---|---|---|---|---|---|\n");
   bc_comm *comm;
   bc_comm_create_local(ctx, 1, &comm);
@@ -152,11 +156,12 @@ int main(int argc, char **argv) {
       r.sh[i] = (bc_shard){ master + off, BC_FP32, start[i], len[i], 0 };
       off += len[i];
       bc_qtensor *q = &r.q[i];
-      *q = (bc_qtensor){ f, shape[i][0], shape[i][1], NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0 };
+      const int qswz = swz && info.block != BC_BLOCK_TENSOR; /* per-tensor formats: one scale, no layout */
+      *q = (bc_qtensor){ f, shape[i][0], shape[i][1], NULL, NULL, NULL, NULL, NULL, NULL, qswz, 0, 0, 0 };
       for (int d = 0; d < 2; d++) {
         if (!(CFG[c].dirs & (1 << d))) continue;
         bc_qlayout l;
-        bc_qtensor_layout(ctx, f, shape[i][0], shape[i][1], d ? BC_COLUMNWISE : BC_ROWWISE, 0, &l);
+        bc_qtensor_layout(ctx, f, shape[i][0], shape[i][1], d ? BC_COLUMNWISE : BC_ROWWISE, qswz, &l);
         bufs[i][2 * d] = dmalloc(l.data_bytes);
         bufs[i][2 * d + 1] = dmalloc(l.scale_bytes);
         if (d) q->columnwise_data = bufs[i][2], q->columnwise_scale_inv = bufs[i][3];
