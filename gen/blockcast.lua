@@ -1012,6 +1012,12 @@ function M.generate(name, arch)
   -- the kernel's block index and grid: CUDA's own, or a list item's virtual ones (templates/list.cu)
   d("BC_BID", k.list and "bc_vbid" or "blockIdx")
   d("BC_GDIM", k.list and "bc_vgdim" or "gridDim")
+  -- swizzled scale windows with an in-atom origin (common.cuh: bc_sl, the origin in the order
+  -- word): the sharded cast's regions, list items of the block quantize kernels; left out
+  -- elsewhere, where the origin's two additions cost registers (MXFP8 columnwise dequantize: 0 ->
+  -- 44 bytes of spill, 91% -> 80% of the copy on an H200,
+  -- tests/bench/results/2026-11-29-h200-swizzled-windows.md)
+  d("BC_SL_WINDOW", (k.list and (k.template == "quantize_block.cu" or k.template == "quantize_thin.cu")) and "1" or "0")
   for _, l in ipairs(defs) do out[#out + 1] = l end
   out[#out + 1] = ""
 

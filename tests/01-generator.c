@@ -392,6 +392,29 @@ int main(void) {
     }
   }
 
+  /* swizzled scale windows with an in-atom origin (common.cuh: BC_SL_WINDOW) are read by the block
+   * quantize kernels' list variants only, where the sharded cast's regions arrive; the others keep
+   * the plain swizzle (its two extra additions spilled MXFP8's columnwise dequantize) */
+  {
+    static const struct { const char *k; int win; } wv[] = {
+      { "bc_quantize_mxfp8_e4m3__bf16__row__list", 1 },     { "bc_quantize_nvfp4__fp32__rowcol__list", 1 },
+      { "bc_quantize_thin_mxfp8_e4m3__bf16__row__list", 1 }, { "bc_quantize_mxfp8_e4m3__bf16__row", 0 },
+      { "bc_quantize_thin_nvfp4__bf16__col", 0 },            { "bc_dequantize_mxfp8_e4m3__bf16__col__list", 0 },
+      { "bc_dequantize_mxfp8_e4m3__bf16__col", 0 },          { "bc_quantize_fp8_e4m3_tensor__bf16__row__list", 0 },
+    };
+    for (size_t i = 0; i < sizeof wv / sizeof wv[0]; i++) {
+      if (bc_kernel_source(a, wv[i].k, "sm_90", &src, &n) != BC_OK) {
+        ok(0, "%s generates: %s", wv[i].k, bc_last_error(a));
+        continue;
+      }
+      const char *d = strstr(src, "\n#define BC_SL_WINDOW ");
+      int v = -1;
+      if (d) sscanf(d + strlen("\n#define BC_SL_WINDOW "), " %d", &v);
+      ok(v == wv[i].win, "%s: BC_SL_WINDOW %d (scale windows %s)", wv[i].k, v, wv[i].win ? "read" : "not read");
+      free(src);
+    }
+  }
+
   is_int(bc_kernel_source(a, "bc_nope", "sm_90", &src, &n), BC_ERR_ARG, "unknown kernel");
   is_str_has(bc_last_error(a), "unknown kernel 'bc_nope'", "unknown kernel: named");
   is_int(bc_kernel_source(a, GOLDEN_KERNEL, "sm90", &src, &n), BC_ERR_ARG, "bad arch");

@@ -14,9 +14,8 @@
  *              straight from the shard, both directions in one read, everything written in
  *              place (all its blocks are the rank's): rowwise data (and MXFP8's untransposed
  *              columnwise data) as rows of the weight's, transposed columnwise data as a band
- *              of the weight's [C, R] rows (the kernel's row spacing), compact block scales as
- *              a window of the weight's layout; swizzled scales into a workspace and placed
- *              (templates/shard_place.cu);
+ *              of the weight's [C, R] rows (the kernel's row spacing), block scales as a
+ *              window of the weight's layout (compact or swizzled: window_scales);
  *   direct     per pass, the rows the rank holds whole outside [A, B) in whole bands of that pass
  *              (a 1D "both" cast's rowwise pass: its bands are single rows, the interior's are
  *              the columnwise blocks' height): quantized straight from the shard in that direction
@@ -55,8 +54,6 @@ typedef struct pass {
   int64_t r0[2], nr[2]; /* the slabs (nr 0: none) */
   int64_t dr0[2], dnr[2]; /* the direct rows above and below the interior (dnr 0: none) */
   size_t hp[2], td[2], ts[2]; /* workspace: staged slab, its quantized data and scales */
-  size_t its, dts[2];   /* workspace: the interior's and the direct rows' scales, when swizzled (else
-                           written in place) */
   bci_sl sl[2], isl, dsl[2]; /* the compact scale layouts of the slabs', the interior's and the
                                 direct rows' quantized rows */
 } pass;
@@ -212,9 +209,8 @@ static bc_status plan_regions(bc_ctx *ctx, int64_t i, const bc_shard *sh, wplan 
       p->nr[k] = p->nr[k] > 0 ? p->nr[k] : 0;
       bci_geom tg;
       bc_status st;
-      if (p->dnr[k]) { /* direct rows: their compact scale layout, and workspace for swizzled scales */
+      if (p->dnr[k]) { /* direct rows: their compact scale layout */
         if ((st = bci_geom_get(ctx, FN, w->f, p->dnr[k], C, p->dir, 0, &tg)) != BC_OK) return bci_fail_entry(ctx, st, FN, "weight", i);
-        if (w->f->block != BC_BLOCK_TENSOR && p->g.sl.order == 2) p->dts[k] = *bytes, *bytes += align256(tg.scale_bytes);
         p->dsl[k] = tg.sl;
       }
       if (p->nr[k]) { /* a slab: staged rows, their quantized data and scales */
@@ -229,7 +225,6 @@ static bc_status plan_regions(bc_ctx *ctx, int64_t i, const bc_shard *sh, wplan 
       bci_geom tg;
       bc_status st = bci_geom_get(ctx, FN, w->f, w->B - w->A, C, p->dir, 0, &tg);
       if (st != BC_OK) return bci_fail_entry(ctx, st, FN, "weight", i);
-      if (w->f->block != BC_BLOCK_TENSOR && p->g.sl.order == 2) p->its = *bytes, *bytes += align256(tg.scale_bytes);
       p->isl = tg.sl;
     }
   }
@@ -361,20 +356,21 @@ static bc_status rec_quantize(bc_ctx *ctx, bci_sink *k, const wplan *w, const bc
 }
 
 /* The block scales of a region the rank holds whole (rows [a, ...) in whole bands of the pass: the
- * interior, direct rows), of compact layout rsl, written straight into the whole weight's compact
- * scale buffer (all its blocks are the rank's): the region's entries as a window of the weight's
- * layout, and where its first entry lies (the entry of the block at row a, column 0, as
- * shard_place.cu maps entries). Swizzled scales (order 2) are not windows: NULL, placed. */
+ * interior, direct rows), of compact layout rsl, written straight into the whole weight's scale
+ * buffer (all the region's blocks are the rank's): a window of its layout (the weight's ld, the
+ * region's extent as the padded one: no padding written; swizzled, the offset of its first entry
+ * into that entry's atom), and where the window begins: the entry of the block at row a, column 0
+ * (as shard_place.cu maps entries), or swizzled the first entry of its atom. */
 static void *window_scales(const wplan *w, const pass *p, int64_t a, const bci_sl *rsl, void *dscale, bci_sl *sl) {
-  if (w->f->block == BC_BLOCK_TENSOR || p->g.sl.order == 2) return NULL;
   const bci_sl *d = &p->g.sl;
-  *sl = (bci_sl){ d->ld, rsl->lrows, rsl->lcols, rsl->lrows, rsl->lcols, d->order, rsl->per_row };
   const int64_t vbr = p->g.vbr, vbc = p->g.vbc ? p->g.vbc : 1;
   const int64_t r0 = p->dir == BC_COLUMNWISE ? 0 : rsl->per_row ? a : a / vbr;
   const int64_t c0 = p->dir == BC_COLUMNWISE ? a / vbc : 0;
-  return (uint8_t *)dscale + bci_sl_offset(d, r0, c0) * w->f->scale_bytes;
+  const int64_t ro = d->order == 2 ? r0 % 128 : 0, co = d->order == 2 ? c0 % 4 : 0;
+  const int32_t order = d->order == 2 ? BCI_SL_SWZ_WINDOW(ro, co) : d->order;
+  *sl = (bci_sl){ d->ld, rsl->lrows, rsl->lcols, rsl->lrows, rsl->lcols, order, rsl->per_row };
+  return (uint8_t *)dscale + bci_sl_offset(d, r0 - ro, c0 - co) * w->f->scale_bytes;
 }
-
 
 /* a quantize recorded more launches than the stages reserved for it (ST_QUANT .. ST_PLACE - 1) */
 static bc_status quant_stages_fail(bc_ctx *ctx, const bci_sink *k) {
@@ -385,10 +381,10 @@ static bc_status quant_stages_fail(bc_ctx *ctx, const bci_sink *k) {
 /* A region the rank holds whole, rows [a, b) in whole bands of the passes in `on` (bit d: pass
  * d), quantized in one read and written in place: the rowwise data (and MXFP8's columnwise data) as
  * dense rows of the weight's, transposed columnwise data as a band of columns of the weight's
- * [C, R] rows, compact block scales as a window of the weight's (layouts sl[d] of the region's own
- * quantized rows); swizzled scales go to the workspace at ws_at[d] and are placed. */
+ * [C, R] rows, block scales as a window of the weight's (window_scales; sl[d]: the compact layouts
+ * of the region's own quantized rows). */
 static bc_status rec_region(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const wplan *w, bc_qtensor *q, int64_t a, int64_t b,
-                            int on, const bci_sl *sl[2], const size_t ws_at[2], void *ws, void *stream) {
+                            int on, const bci_sl *sl[2], void *stream) {
   const bc_format *f = w->f;
   const size_t es = bc_dtype_size(sh->dtype);
   bc_tensor x = { (void *)((const uint8_t *)sh->data + (size_t)(a * w->C - w->s) * es), sh->dtype, b - a, w->C, w->C };
@@ -399,12 +395,10 @@ static bc_status rec_region(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const 
   const int bits = f->elem.bits;
   const size_t off = (size_t)(a * w->C) * (size_t)bits / 8;
   const pass *pr = &w->p[0], *pc = &w->p[1];
-  void *rs_at = NULL, *cs_at = NULL; /* the scales' workspace (placed afterwards), when not direct */
   if (on & 1) {
     t.rowwise_data = at_bytes(q->rowwise_data, off);
     if (f->block == BC_BLOCK_TENSOR) t.rowwise_scale_inv = q->rowwise_scale_inv;
-    else if ((t.rowwise_scale_inv = window_scales(w, pr, a, sl[0], q->rowwise_scale_inv, &dst.sl[0]))) dst.sl_set[0] = 1;
-    else t.rowwise_scale_inv = rs_at = at_bytes(ws, ws_at[0]);
+    else t.rowwise_scale_inv = window_scales(w, pr, a, sl[0], q->rowwise_scale_inv, &dst.sl[0]), dst.sl_set[0] = 1;
   }
   if (on & 2) {
     if (pc->g.data_is_view) {
@@ -413,16 +407,12 @@ static bc_status rec_region(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const 
     } else {
       t.columnwise_data = at_bytes(q->columnwise_data, off);
     }
-    if ((t.columnwise_scale_inv = window_scales(w, pc, a, sl[1], q->columnwise_scale_inv, &dst.sl[1]))) dst.sl_set[1] = 1;
-    else t.columnwise_scale_inv = cs_at = at_bytes(ws, ws_at[1]);
+    if (f->block == BC_BLOCK_TENSOR) t.columnwise_scale_inv = q->columnwise_scale_inv;
+    else t.columnwise_scale_inv = window_scales(w, pc, a, sl[1], q->columnwise_scale_inv, &dst.sl[1]), dst.sl_set[1] = 1;
   }
   k->stage = ST_QUANT;
   bc_status s = rec_quantize(ctx, k, w, q, &x, &t, f->block == BC_BLOCK_TENSOR ? NULL : &dst, stream);
   if (s == BC_OK && k->stage > ST_PLACE) s = quant_stages_fail(ctx, k);
-  if (s == BC_OK && rs_at && (k->stage = ST_PLACE))
-    s = rec_place(ctx, k, w, pr, a, b - a, *sl[0], NULL, q->rowwise_data, 0, rs_at, q->rowwise_scale_inv, stream);
-  if (s == BC_OK && cs_at && (k->stage = ST_PLACE))
-    s = rec_place(ctx, k, w, pc, a, b - a, *sl[1], NULL, q->columnwise_data, 0, cs_at, q->columnwise_scale_inv, stream);
   return s;
 }
 
@@ -431,12 +421,11 @@ static bc_status rec_region(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const 
  * transposed data at columns A and B that are multiples of every pass's band height (or the end),
  * and its scales are its own blocks' (a window without padding); so it may run beside their
  * kernels (bc_shard_cast). */
-static bc_status rec_interior(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const wplan *w, bc_qtensor *q, void *ws, void *stream) {
+static bc_status rec_interior(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const wplan *w, bc_qtensor *q, void *stream) {
   if (w->B <= w->A) return BC_OK;
   const int on = (w->p[0].on ? 1 : 0) | (w->p[1].on ? 2 : 0);
   const bci_sl *sl[2] = { &w->p[0].isl, &w->p[1].isl };
-  const size_t at[2] = { w->p[0].its, w->p[1].its };
-  return rec_region(ctx, k, sh, w, q, w->A, w->B, on, sl, at, ws, stream);
+  return rec_region(ctx, k, sh, w, q, w->A, w->B, on, sl, stream);
 }
 
 /* The direct rows of each pass, in that direction alone: they meet the interior and the slabs at
@@ -444,15 +433,14 @@ static bc_status rec_interior(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, cons
  * beside the interior): bench_shard on an H200 (tests/bench/results/2026-11-29-h200-chain-bound.md)
  * ran fp8_block_1x128 "both" 0.229 -> 0.225 ms with them there, 0.224 with the interiors, where
  * NVFP4's step lost 18 us (the two-level formats' interiors start after the all-reduce). */
-static bc_status rec_direct(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const wplan *w, bc_qtensor *q, void *ws, void *stream) {
+static bc_status rec_direct(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const wplan *w, bc_qtensor *q, void *stream) {
   bc_status s = BC_OK;
   for (int d = 0; d < 2 && s == BC_OK; d++)
     for (int j = 0; j < 2 && s == BC_OK; j++) {
       const pass *p = &w->p[d];
       if (!p->on || !p->dnr[j]) continue;
       const bci_sl *sl[2] = { &p->dsl[j], &p->dsl[j] };
-      const size_t at[2] = { p->dts[j], p->dts[j] };
-      s = rec_region(ctx, k, sh, w, q, p->dr0[j], p->dr0[j] + p->dnr[j], 1 << d, sl, at, ws, stream);
+      s = rec_region(ctx, k, sh, w, q, p->dr0[j], p->dr0[j] + p->dnr[j], 1 << d, sl, stream);
     }
   return s;
 }
@@ -631,7 +619,7 @@ bc_status bc_shard_cast(bc_ctx *ctx, bc_comm *comm, int64_t n, const bc_shard *s
     for (int64_t i = 0; i < P.n && s == BC_OK; i++) {
       const wplan *w = &P.w[i];
       if (w->tensor_amax || w->B <= w->A) continue;
-      s = rec_interior(ctx, bci_list_item(ctx, i), &shards[i], w, &q[i], ws, stream);
+      s = rec_interior(ctx, bci_list_item(ctx, i), &shards[i], w, &q[i], stream);
       if (s != BC_OK) s = bci_fail_entry(ctx, s, FN, "weight", i);
     }
     if (s == BC_OK) s = bci_list_flush(ctx, FN, stream);
@@ -661,8 +649,8 @@ bc_status bc_shard_cast(bc_ctx *ctx, bc_comm *comm, int64_t n, const bc_shard *s
       bci_sink *k = bci_list_item(ctx, i);
       const wplan *w = &P.w[i];
       if (phase == 0) s = rec_scales(ctx, k, &shards[i], w, &q[i], vec, cs);
-      else if (phase == 1) s = w->tensor_amax ? rec_interior(ctx, k, &shards[i], w, &q[i], ws, stream) : BC_OK;
-      else if ((s = rec_slabs(ctx, k, &shards[i], w, &q[i], vec, P.W, ws, cs)) == BC_OK) s = rec_direct(ctx, k, &shards[i], w, &q[i], ws, cs);
+      else if (phase == 1) s = w->tensor_amax ? rec_interior(ctx, k, &shards[i], w, &q[i], stream) : BC_OK;
+      else if ((s = rec_slabs(ctx, k, &shards[i], w, &q[i], vec, P.W, ws, cs)) == BC_OK) s = rec_direct(ctx, k, &shards[i], w, &q[i], cs);
       if (s != BC_OK) s = bci_fail_entry(ctx, s, FN, "weight", i);
     }
     if (s == BC_OK) s = bci_list_flush(ctx, FN, phase == 1 ? stream : cs);

@@ -71,11 +71,17 @@ BCI_HIDDEN bc_status bci_check_format(bc_ctx *ctx, const bc_format *fmt, const c
 /* A scale layout as kernels take it (templates/common.cuh: bc_sl, same field order). The
  * logical scale matrix [lrows, lcols] (rows: view rows or block rows; cols: blocks along a view
  * row) padded to [prows, pcols]; order 0 row-major (ld = pcols), 1 stored transposed (ld =
- * prows), 2 the 128x4 GEMM swizzle. */
+ * prows), 2 the 128x4 GEMM swizzle (ld = pcols: atoms of 4 columns a band of 128 rows). A window
+ * of a larger layout (bc_shard_cast's regions) has the larger one's ld and its own extent as the
+ * padded one (no padding); a swizzled window's order is BCI_SL_SWZ_WINDOW(roff, coff): its entry
+ * (r, c) is the larger layout's (r + roff, c + coff) counted from the atom that holds its first
+ * entry (roff < 128, coff < 4). Only the block quantize kernels' list variants take one
+ * (templates/common.cuh, BC_SL_WINDOW). */
 typedef struct bci_sl {
   int64_t ld, lrows, lcols, prows, pcols;
   int32_t order, per_row;
 } bci_sl;
+#define BCI_SL_SWZ_WINDOW(roff, coff) (2 + ((int32_t)(roff) << 8) + ((int32_t)(coff) << 16))
 
 /* The geometry of one direction of a quantized [rows, cols] tensor. The view is the matrix whose
  * rows hold the blocks: rowwise [rows, cols], columnwise [cols, rows]. Data is stored as the view

@@ -14,8 +14,10 @@ int64_t bci_sl_offset(const bci_sl *sl, int64_t r, int64_t c) {
   case 0: return r * sl->ld + c;
   case 1: return c * sl->ld + r;
   default:
-    /* 128x4 GEMM swizzle of a [prows, pcols] matrix (prows % 128 == 0, pcols % 4 == 0) */
-    return (r / 128) * (sl->pcols / 4) * 512 + (c / 4) * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + c % 4;
+    /* 128x4 GEMM swizzle of a [prows, pcols] matrix (prows % 128 == 0, ld = pcols, a multiple of
+     * 4), or a window of one (bc_fmt.h: its ld, and its first entry's place in its atom) */
+    r += (sl->order >> 8) & 127, c += (sl->order >> 16) & 3;
+    return (r / 128) * (sl->ld / 4) * 512 + (c / 4) * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + c % 4;
   }
 }
 

@@ -325,6 +325,10 @@ static bc_status block_cast_launch(bc_ctx *ctx, bci_sink *sink, const char *fn, 
   int64_t rows = x->rows, cols = x->cols;
   int64_t row_ld = cols * bits / 8, col_ld = (f->columnwise_transposed ? rows : cols) * bits / 8;
   if (dst) {
+    for (int d = 0; d < 2; d++)
+      if (dst->sl_set[d] && dst->sl[d].order > 2 && !sink)
+        return bci_fail(ctx, BC_ERR_INTERNAL, "%s: a scale window with an in-atom origin outside a list (only the block quantize "
+                        "kernels' list variants take one: gen/blockcast.lua, BC_SL_WINDOW)", fn);
     if (dst->col_ld) col_ld = dst->col_ld;
     if (dst->sl_set[0]) gr.sl = dst->sl[0];
     if (dst->sl_set[1]) gc.sl = dst->sl[1];

@@ -21,7 +21,8 @@ BCI_HIDDEN bc_status bci_quantize_cast(bc_ctx *ctx, bci_sink *sink, const bc_ten
 /* Where a block quantize writes, when not q's own dense buffers (the sharded cast writes a band
  * of rows of a whole weight in place): stored columnwise data rows col_ld bytes apart (0: dense),
  * and a direction's scales in layout sl (set: the entries at q's scale pointer in that layout,
- * its padding left alone; compact layouts only). */
+ * its padding left alone; a window of a larger layout, fmt/bc_fmt.h: bci_sl). A swizzled window
+ * with an in-atom origin (roff, coff) needs a list sink: only the list variants take it. */
 typedef struct bci_qdst {
   int64_t col_ld;
   int sl_set[2]; /* rowwise, columnwise */

@@ -69,6 +69,7 @@
 #define BC_SCALE_INF_VALUE           3.40282346638528859812e+38f
 #define BC_BID                       blockIdx
 #define BC_GDIM                      gridDim
+#define BC_SL_WINDOW                 0
 
 #line 1 "templates/common.cuh"
 // templates/common.cuh: device helpers shared by every kernel. No includes: the generated
@@ -868,7 +869,12 @@ static __device__ __forceinline__ float bc_scale_from_amax(float amax, float inf
 // ---------------------------------------------------------------------------------------------
 // A scale layout (runtime/fmt/bc_fmt.h: bci_sl): the logical scale matrix [lrows, lcols] padded
 // to [prows, pcols]; order 0 row-major (ld = pcols), 1 stored transposed (ld = prows), 2 the
-// 128x4 GEMM swizzle.
+// 128x4 GEMM swizzle (ld = pcols). A window of a larger layout (the shard cast's regions) has the
+// larger one's ld and its own extent as the padded one (no padding); a swizzled window's order is
+// 2 + (roff << 8) + (coff << 16): its entry (r, c) is the larger layout's (r + roff, c + coff)
+// counted from the atom that holds its first entry (roff < 128, coff < 4). Only the kernels
+// generated with BC_SL_WINDOW take swizzled windows (the block quantize kernels' list variants,
+// gen/blockcast.lua); with no padding, the padding helpers below find none in one.
 struct bc_sl {
   i64 ld, lrows, lcols, prows, pcols;
   int order, per_row;
@@ -877,7 +883,12 @@ struct bc_sl {
 static __device__ __forceinline__ i64 bc_sl_offset(const bc_sl &sl, i64 r, i64 c) {
   if (sl.order == 0) return r * sl.ld + c;
   if (sl.order == 1) return c * sl.ld + r;
+#if BC_SL_WINDOW
+  r += (sl.order >> 8) & 127, c += (sl.order >> 16) & 3;
+  return (r >> 7) * (sl.ld >> 2) * 512 + (c >> 2) * 512 + (r & 31) * 16 + ((r & 127) >> 5) * 4 + (c & 3);
+#else
   return (r >> 7) * (sl.pcols >> 2) * 512 + (c >> 2) * 512 + (r & 31) * 16 + ((r & 127) >> 5) * 4 + (c & 3);
+#endif
 }
 
 // a / b and a % b (a >= 0, b > 0) in 32-bit arithmetic where both fit (a 64-bit division is a
