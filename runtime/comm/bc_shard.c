@@ -188,14 +188,11 @@ static bc_status plan_regions(bc_ctx *ctx, int64_t i, const bc_shard *sh, wplan 
      * interior's bands are whole bands of every pass); of them, those outside [A, B) are direct */
     const int64_t Ap = cdiv(rf, p->bh) * p->bh, Bp = re == R ? R : down(re, p->bh);
     p->dnr[TOP] = p->dnr[BOT] = 0;
-    if (interior) {
+    if (interior || Ap < Bp) { /* without an interior, [Ap, Bp) is all direct (as if A = B = Bp) */
+      const int64_t a = interior ? w->A : Bp, b = interior ? w->B : Bp;
       p->r0[TOP] = p->band[TOP], p->nr[TOP] = Ap - p->band[TOP];
-      p->dr0[TOP] = Ap, p->dnr[TOP] = w->A - Ap;
-      p->dr0[BOT] = w->B, p->dnr[BOT] = Bp - w->B;
-      p->r0[BOT] = Bp, p->nr[BOT] = end - Bp;
-    } else if (Ap < Bp) {
-      p->r0[TOP] = p->band[TOP], p->nr[TOP] = Ap - p->band[TOP];
-      p->dr0[TOP] = Ap, p->dnr[TOP] = Bp - Ap;
+      p->dr0[TOP] = Ap, p->dnr[TOP] = a - Ap;
+      p->dr0[BOT] = b, p->dnr[BOT] = Bp - b;
       p->r0[BOT] = Bp, p->nr[BOT] = end - Bp;
     } else {
       p->r0[TOP] = p->band[TOP], p->nr[TOP] = end - p->band[TOP];
