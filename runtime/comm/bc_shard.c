@@ -375,6 +375,14 @@ static bc_status quant_stages_fail(bc_ctx *ctx, const bci_sink *k) {
                   FN, k->stage - ST_QUANT, ST_PLACE - ST_QUANT);
 }
 
+/* Direction d's scales for a region from row a: the tensor's own (per-tensor scaling), or a window of
+ * the weight's block scales (window_scales) that dst carries to the kernels. */
+static void *region_scales(const wplan *w, int d, int64_t a, const bci_sl *rsl, void *scale, bci_qdst *dst) {
+  if (w->f->block == BC_BLOCK_TENSOR) return scale;
+  dst->sl_set[d] = 1;
+  return window_scales(w, &w->p[d], a, rsl, scale, &dst->sl[d]);
+}
+
 /* A region the rank holds whole, rows [a, b) in whole bands of the passes in `on` (bit d: pass
  * d), quantized in one read and written in place: the rowwise data (and MXFP8's columnwise data) as
  * dense rows of the weight's, transposed columnwise data as a band of columns of the weight's
@@ -391,21 +399,18 @@ static bc_status rec_region(bc_ctx *ctx, bci_sink *k, const bc_shard *sh, const 
   memset(&dst, 0, sizeof dst);
   const int bits = f->elem.bits;
   const size_t off = (size_t)(a * w->C) * (size_t)bits / 8;
-  const pass *pr = &w->p[0], *pc = &w->p[1];
   if (on & 1) {
     t.rowwise_data = at_bytes(q->rowwise_data, off);
-    if (f->block == BC_BLOCK_TENSOR) t.rowwise_scale_inv = q->rowwise_scale_inv;
-    else t.rowwise_scale_inv = window_scales(w, pr, a, sl[0], q->rowwise_scale_inv, &dst.sl[0]), dst.sl_set[0] = 1;
+    t.rowwise_scale_inv = region_scales(w, 0, a, sl[0], q->rowwise_scale_inv, &dst);
   }
   if (on & 2) {
-    if (pc->g.data_is_view) {
+    if (w->p[1].g.data_is_view) {
       t.columnwise_data = at_bytes(q->columnwise_data, (size_t)a * (size_t)bits / 8);
       dst.col_ld = w->R * bits / 8;
     } else {
       t.columnwise_data = at_bytes(q->columnwise_data, off);
     }
-    if (f->block == BC_BLOCK_TENSOR) t.columnwise_scale_inv = q->columnwise_scale_inv;
-    else t.columnwise_scale_inv = window_scales(w, pc, a, sl[1], q->columnwise_scale_inv, &dst.sl[1]), dst.sl_set[1] = 1;
+    t.columnwise_scale_inv = region_scales(w, 1, a, sl[1], q->columnwise_scale_inv, &dst);
   }
   k->stage = ST_QUANT;
   bc_status s = rec_quantize(ctx, k, w, q, &x, &t, f->block == BC_BLOCK_TENSOR ? NULL : &dst, stream);

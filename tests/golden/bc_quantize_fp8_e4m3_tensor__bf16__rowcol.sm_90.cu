@@ -883,12 +883,18 @@ struct bc_sl {
 static __device__ __forceinline__ i64 bc_sl_offset(const bc_sl &sl, i64 r, i64 c) {
   if (sl.order == 0) return r * sl.ld + c;
   if (sl.order == 1) return c * sl.ld + r;
+  // the 128x4 swizzle: atoms of 128 rows x 4 entries, 512 bytes, a row of atoms pcols / 4 long; a
+  // window (BC_SL_WINDOW) from its in-atom origin in the order word, its atom rows ld / 4 long.
+  // (The atoms a row as a macro: the expression stays the one the kernels were measured with; a
+  // local for it reordered two kernels' instructions, bc_comm_place and mxfp4 fp32 rowcol.)
 #if BC_SL_WINDOW
   r += (sl.order >> 8) & 127, c += (sl.order >> 16) & 3;
-  return (r >> 7) * (sl.ld >> 2) * 512 + (c >> 2) * 512 + (r & 31) * 16 + ((r & 127) >> 5) * 4 + (c & 3);
+#define BC_SL_ATOMS (sl.ld >> 2)
 #else
-  return (r >> 7) * (sl.pcols >> 2) * 512 + (c >> 2) * 512 + (r & 31) * 16 + ((r & 127) >> 5) * 4 + (c & 3);
+#define BC_SL_ATOMS (sl.pcols >> 2)
 #endif
+  return (r >> 7) * BC_SL_ATOMS * 512 + (c >> 2) * 512 + (r & 31) * 16 + ((r & 127) >> 5) * 4 + (c & 3);
+#undef BC_SL_ATOMS
 }
 
 // a / b and a % b (a >= 0, b > 0) in 32-bit arithmetic where both fit (a 64-bit division is a
