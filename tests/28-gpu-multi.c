@@ -9,7 +9,7 @@
  *   - bc_all_gather over a communicator bootstrapped by blockcast (an id file in a fresh
  *     directory: bc_comm_bootstrap), every format, rowwise and both, unequal rows cutting blocks
  *     and unequal bands of 128 rows (block scales gathered in place of the output's), rank 0
- *     without rows, equal pieces of 8 MiB (2 ranks) or 64 MiB (more) a rank (auto asks whether
+ *     without rows, an equal piece of 8 MiB (2 ranks) or 64 MiB (more) a rank (auto asks whether
  *     the ranks share a host), and bc_all_gather_quantized of equal bands; each over three
  *     communicators, one per BLOCKCAST_GATHER (auto, collective, sendrecv: how the pieces travel);
  *   - bc_shard_cast of random flat partitions over a communicator the test made itself with NCCL
@@ -173,8 +173,8 @@ static int rank_main(int rank, int W, const char *dir) {
     qbuf_free(&w);
     cudaFree(full);
   }
-  /* 1d: pieces large enough for auto to ask whether every rank is on one host (8 MiB of FP8 a
-   * rank on 2 ranks, 64 MiB on more: bc_nccl.c sendrecv_min), twice (the answer is kept) */
+  /* 1d: a piece large enough for auto to ask whether every rank is on one host (8 MiB of FP8 a
+   * rank alone on 2 ranks, 64 MiB on more: bc_nccl.c sendrecv_min), twice (the answer is kept) */
   for (int i = 0; i < 2; i++) {
     const bc_format *f;
     bc_format_get(ctx, "fp8_e4m3_tensor", &f);

@@ -551,16 +551,29 @@ static bc_status ask_one_host(bc_ctx *ctx, bc_comm *comm, void *scratch, void *s
  * MiB); inside bc_all_gather on 4 GPUs it won with 128 MiB pieces (FP8 from 256 MiB of bf16:
  * 1.43-1.45 ms against 1.47-1.48) but lost with 32 MiB ones (0.45 against 0.43); a group that
  * mixed the two (a large piece sent, its small block scales gathered) was slower than either.
- * So auto sends the whole group by send / receive when one of its pieces is at least
- * sendrecv_min() bytes (8 MiB on 2 ranks, 64 MiB on more; 8 ranks not measured) and every rank
- * is on this host (asked once per communicator, in the first such gather: a 16-byte all-reduce
+ * On 2 H200s a group of several pieces is another matter: its pieces to the one peer go one
+ * after the other as send / receive, while ncclAllGathers in one group share the channels; NVFP4
+ * gathered in place (16 MiB of data and 2 MiB of block scales a rank) took 0.099-0.102 ms as
+ * send / receive and 0.091-0.094 as two ncclAllGathers (one piece of their 18 MiB: 0.088), MXFP8
+ * (32 MiB and 1 MiB) 0.147-0.154 against 0.158-0.160, and with 64 MiB pieces or more send /
+ * receive won by 10-50 us (2026-11-29-h200x2-gather-pieces.md; between 16 and 32 MiB not
+ * measured). So auto sends the whole group by send / receive when one of its pieces is at least
+ * sendrecv_min() bytes (2 ranks: 8 MiB alone, 32 MiB among several; 64 MiB on more; 8 ranks not
+ * measured) and every rank is on this host (asked once per communicator, in the first such gather: a 16-byte all-reduce
  * that synchronizes the stream; ask_one_host), or when its pieces are unequal (W broadcasts of a
- * piece each cross every link W times, a gather's W - 1); else by ncclAllGather. A rank's own piece not already in place is
- * a send to itself in the same group (NCCL copies it beside the exchange; measured: a copy of it
- * on the call's stream before the group cost one more copy's time, 2 H200s, call 42 of that
- * file). BLOCKCAST_GATHER=collective / sendrecv at the communicator's creation sets one way for
- * all. */
-static size_t sendrecv_min(const bc_comm *comm) { return (size_t)(comm->size == 2 ? 8 : 64) << 20; }
+ * piece each cross every link W times, a gather's W - 1); else by ncclAllGather. A rank's own piece not already in place is,
+ * on 2 ranks, a send to itself in the same group (NCCL copies it beside the exchange; measured: a
+ * copy of it on the call's stream before the group cost one more copy's time, 2 H200s, call 42 of
+ * that file); on more ranks a copy on the call's stream before the group (gather_group: the send
+ * to itself made the exchange erratic on 4 H200s, 128 MiB pieces 1.27-1.29 ms in some runs and
+ * 1.37-1.47 in others, fp8_e4m3_tensor and mxfp8 alike, with the side stream or without, where
+ * ncclAllGather out of place took 1.235-1.24 in every run; 2026-11-29-h200x2-gather-pieces.md).
+ * That decision is the rank's own (no peer sees how its own piece lands), so ranks may differ in
+ * it. BLOCKCAST_GATHER=collective / sendrecv at the communicator's creation sets one way for all. */
+static size_t sendrecv_min(const bc_comm *comm, int pieces) {
+  if (comm->size != 2) return (size_t)64 << 20;
+  return (size_t)(pieces > 1 ? 32 : 8) << 20;
+}
 
 static int gather_uniform(const bc_comm *comm, const bci_gather_job *j) {
   size_t L = j->len[0];
@@ -575,17 +588,20 @@ static bc_status group_sendrecv(bc_ctx *ctx, bc_comm *comm, int njobs, const bci
   *sr = comm->gather == BCI_GATHER_SENDRECV; /* gather_mode_ok checked that NCCL has it */
   if (comm->gather != BCI_GATHER_AUTO || !nccl.Send) return BC_OK;
   const bci_gather_job *large = NULL;
+  int pieces = 0;
   for (int i = 0; i < njobs; i++) {
+    const bci_gather_job *j = &jobs[i];
     int any = 0;
-    for (int r = 0; r < comm->size && !any; r++) any = jobs[i].len[r] > 0;
+    for (int r = 0; r < comm->size && !any; r++) any = j->len[r] > 0;
     if (!any) continue;
-    if (!gather_uniform(comm, &jobs[i])) {
+    if (!gather_uniform(comm, j)) {
       *sr = 1;
       return BC_OK;
     }
-    if (jobs[i].len[0] >= sendrecv_min(comm)) large = &jobs[i];
+    pieces++;
+    if (!large || j->len[0] > large->len[0]) large = j;
   }
-  if (!large) return BC_OK;
+  if (!large || large->len[0] < sendrecv_min(comm, pieces)) return BC_OK;
   /* the same question on every rank (the pieces agree), asked in another rank's piece */
   int known;
   void *scratch = (unsigned char *)large->recv + large->off[(comm->rank + 1) % comm->size];
@@ -600,6 +616,19 @@ static bc_status gather_group(bc_ctx *ctx, bc_comm *comm, int njobs, const bci_g
   ncclComm_t nc = (ncclComm_t)comm->nccl;
   const int me = comm->rank;
   bc_status s = BC_OK;
+  /* more than 2 ranks: the own pieces not in place copied before the group, not sent to itself;
+   * a copy that fails is reported after the group, which the peers wait for */
+  const int copy_own = sr && comm->size > 2;
+  bc_status own = BC_OK;
+  for (int i = 0; i < njobs && copy_own && own == BC_OK; i++) {
+    const bci_gather_job *j = &jobs[i];
+    unsigned char *mine = (unsigned char *)j->recv + j->off[me];
+    if (!j->len[me] || j->send == (const void *)mine) continue;
+    CUresult r = bci_cu.MemcpyAsync((CUdeviceptr)(uintptr_t)mine, (CUdeviceptr)(uintptr_t)j->send, j->len[me], (CUstream)st);
+    if (r != CUDA_SUCCESS)
+      own = bci_fail(ctx, BC_ERR_CUDA, "the all-gather: copying the rank's own piece of %zu bytes into place (cuMemcpyAsync) failed: %s (%d)",
+                     j->len[me], bci_cu_error_name(r), (int)r);
+  }
   BCI_NCCL(ctx, nc, "ncclGroupStart", nccl.GroupStart());
   for (int i = 0; i < njobs; i++) {
     const bci_gather_job *j = &jobs[i];
@@ -612,9 +641,9 @@ static bc_status gather_group(bc_ctx *ctx, bc_comm *comm, int njobs, const bci_g
     for (int r = 0; r < comm->size; r++) {
       if (sr) {
         /* to and from rank r, in the same order on every rank (NCCL keeps the order per peer);
-         * the own piece, unless in place, as a send to itself (NCCL copies it in the group's
-         * kernel, beside the exchange) */
-        if (r == me && j->send == (const void *)(recv + j->off[me])) continue;
+         * the own piece, unless in place or copied above, as a send to itself (NCCL copies it in
+         * the group's kernel, beside the exchange) */
+        if (r == me && (copy_own || j->send == (const void *)(recv + j->off[me]))) continue;
         if (j->len[me])
           BCI_NCCL_GOTO(ctx, nc, s, nccl.Send(j->send, j->len[me], ncclUint8, r, nc, st), "ncclSend of %zu bytes to rank %d", j->len[me], r);
         if (j->len[r])
@@ -630,7 +659,7 @@ static bc_status gather_group(bc_ctx *ctx, bc_comm *comm, int njobs, const bci_g
     }
   }
   BCI_NCCL(ctx, nc, "ncclGroupEnd (the exchange)", nccl.GroupEnd());
-  return BC_OK;
+  return own;
 fail:
   nccl.GroupEnd(); /* a group must be closed even when a call in it failed; the first error is reported */
   return s;

@@ -116,6 +116,28 @@ static int do_nccl_sendrecv_two(int i, void *u) {
   }
   return (j->nc->group_end() != 0) | bad;
 }
+/* the same two pieces out of place: from send / send2, the own pieces copied too */
+static int do_nccl_gather_two_out(int i, void *u) {
+  (void)i;
+  job *j = u;
+  int bad = j->nc->group_start() != 0;
+  bad = bad || j->nc->allgather(j->send, j->recv, j->bytes, MT_UINT8, j->nccl, NULL) != 0 ||
+        j->nc->allgather(j->send2, j->recv2, j->bytes2, MT_UINT8, j->nccl, NULL) != 0;
+  return (j->nc->group_end() != 0) | bad;
+}
+static int do_nccl_sendrecv_two_out(int i, void *u) {
+  (void)i;
+  job *j = u;
+  int bad = j->nc->group_start() != 0;
+  for (int p = 0; p < 2; p++) {
+    const void *send = p ? j->send2 : j->send;
+    char *recv = p ? j->recv2 : j->recv;
+    size_t b = p ? j->bytes2 : j->bytes;
+    for (int r = 0; r < j->W && !bad; r++)
+      bad = j->nc->send(send, b, MT_UINT8, r, j->nccl, NULL) != 0 || j->nc->recv(recv + (size_t)r * b, b, MT_UINT8, r, j->nccl, NULL) != 0;
+  }
+  return (j->nc->group_end() != 0) | bad;
+}
 static int do_gather(int i, void *u) {
   (void)i;
   job *j = u;
@@ -212,11 +234,20 @@ static qtime faster(qtime x, qtime y) { return y.dev_ms < x.dev_ms ? y : x; }
 
 /* NCCL's own gather of two pieces of d and s bytes a rank (a format's data and block scales) from
  * buffers of their own, in place, the faster of two ncclAllGathers and send / receive: back to
- * back (*b2b, ms; NULL: not timed) and queued (*qt; NULL: not timed) */
-static void time_two(const job *raw, uint64_t d, uint64_t s, int W, int rank, float *b2b, qtime *qt) {
+ * back (*b2b, ms; NULL: not timed) and queued (*qt; NULL: not timed); out of place, queued
+ * (*qo; NULL: not timed) */
+static void time_two(const job *raw, uint64_t d, uint64_t s, int W, int rank, float *b2b, qtime *qt, qtime *qo) {
   job two = *raw;
   void *t1 = dmalloc(d * (uint64_t)W), *t2 = dmalloc(s * (uint64_t)W);
   two.recv = t1, two.bytes = d, two.recv2 = t2, two.bytes2 = s;
+  if (qo) {
+    void *o1 = dmalloc(d), *o2 = dmalloc(s);
+    two.send = o1, two.send2 = o2;
+    *qo = faster(time_queued(do_nccl_gather_two_out, &two, "two ncclAllGathers out of place (queued)", rank),
+                 time_queued(do_nccl_sendrecv_two_out, &two, "send / receive of two pieces out of place (queued)", rank));
+    cudaFree(o1);
+    cudaFree(o2);
+  }
   if (b2b) {
     *b2b = timed(do_nccl_gather_two, &two, "two ncclAllGathers of the same pieces", rank);
     float t = timed(do_nccl_sendrecv_two, &two, "ncclSend / ncclRecv of the same pieces", rank);
@@ -359,7 +390,7 @@ static int rank_main(int rank, int W, const char *dir) {
       bc_format_get_info(ctx, f, &fi_);
       const uint64_t d_raw = (uint64_t)(M * K) * (uint64_t)fi_.element_bits / 8, d_al = (d_raw + 255) / 256 * 256;
       const uint64_t s_al = sent > d_raw + 64 ? (sent - d_raw + 255) / 256 * 256 : 0; /* a per-tensor amax is no piece */
-      if (s_al) time_two(&raw, d_al, s_al, W, rank, &rw2, NULL);
+      if (s_al) time_two(&raw, d_al, s_al, W, rank, &rw2, NULL, NULL);
       /* the local part alone: this rank's rows quantized into a tensor of their own */
       bc_qlayout ll;
       bc_qtensor_layout(ctx, f, M, K, BC_ROWWISE, 0, &ll);
@@ -395,10 +426,10 @@ static int rank_main(int rank, int W, const char *dir) {
       /* NCCL's two pieces queued, as above and at the collective's exact sizes (the rank's
        * rows' data and block scales; above: rounded up to 256 bytes, the scales with the amax's
        * 4 bytes) */
-      qtime q_two = { 0, 0 }, q_twox = { 0, 0 };
+      qtime q_two = { 0, 0 }, q_twox = { 0, 0 }, q_twoo = { 0, 0 };
       if (s_al) {
-        time_two(&raw, d_al, s_al, W, rank, NULL, &q_two);
-        time_two(&raw, ll.data_bytes, ll.scale_bytes, W, rank, NULL, &q_twox);
+        time_two(&raw, d_al, s_al, W, rank, NULL, &q_two, NULL);
+        time_two(&raw, ll.data_bytes, ll.scale_bytes, W, rank, NULL, &q_twox, &q_twoo);
       }
       bc_stats st0, st1, st2;
       bc_get_stats(ctx, &st0);
@@ -420,16 +451,17 @@ static int rank_main(int rank, int W, const char *dir) {
                "| %.3f | %.2fx | %.3f | %.2fx |\n", mb, fmts[fi], q, busbw(sent, W, q), rw, 100.0 * (q / rw - 1), bf / q, qa, gqa,
                100.0 * (gqa / rw - 1), rw_out, 100.0 * (gqa / rw_out - 1), gqi, rw_in, 100.0 * (gqi / rw_in - 1), two_ms, two_ov, cgq,
                bf / cgq, cgi, bf / cgi);
-        char two_q[48] = "(one piece)", twox_q[48] = "(one piece)";
+        char two_q[48] = "(one piece)", twox_q[48] = "(one piece)", twoo_q[48] = "(one piece)";
         if (s_al) {
           snprintf(two_q, sizeof two_q, "%.3f (%.0f)", q_two.dev_ms, q_two.host_us);
           snprintf(twox_q, sizeof twox_q, "%.3f (%.0f)", q_twox.dev_ms, q_twox.host_us);
+          snprintf(twoo_q, sizeof twoo_q, "%.3f (%.0f)", q_twoo.dev_ms, q_twoo.host_us);
         }
         qlen += snprintf(qlines + qlen, sizeof qlines - qlen,
-                         "| %d MiB | %s | %.3f (%.0f) | %.3f (%.0f) | %+.1f%% | %.3f (%.0f) | %.3f (%.0f) | %+.1f%% | %s | %s | %.2f / %.2f |\n",
+                         "| %d MiB | %s | %.3f (%.0f) | %.3f (%.0f) | %+.1f%% | %.3f (%.0f) | %.3f (%.0f) | %+.1f%% | %s | %s | %s | %.2f / %.2f |\n",
                          mb, fmts[fi], q_out.dev_ms, q_out.host_us, q_gqa.dev_ms, q_gqa.host_us, 100.0 * (q_gqa.dev_ms / q_out.dev_ms - 1),
                          q_in.dev_ms, q_in.host_us, q_gqi.dev_ms, q_gqi.host_us, 100.0 * (q_gqi.dev_ms / q_in.dev_ms - 1), two_q, twox_q,
-                         (double)(st1.launches - st0.launches) / calls, (double)(st2.launches - st1.launches) / calls);
+                         twoo_q, (double)(st1.launches - st0.launches) / calls, (double)(st2.launches - st1.launches) / calls);
         if (qlen >= (int)sizeof qlines) qlen = (int)sizeof qlines - 1;
       }
       fflush(stdout);
@@ -446,7 +478,8 @@ static int rank_main(int rank, int W, const char *dir) {
     printf("\n| queued (the device's time, the batch enqueued behind a 5 ms hold; in parentheses the host's enqueue time a call, us) "
            "| format | raw gather out of place, ms | bc_all_gather_quantized out of place, ms | its overhead | raw gather in place, ms | "
            "bc_all_gather_quantized in place, ms | its overhead | NCCL's two pieces in place, ms | the same at the collective's exact piece "
-           "sizes, ms | the collective's kernel launches a call (out of place / in place) |\n|---|---|---|---|---|---|---|---|---|---|---|\n%s",
+           "sizes, ms | NCCL's two pieces out of place (exact sizes, the own pieces copied too), ms | the collective's kernel launches a call "
+           "(out of place / in place) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n%s",
            qlines);
   /* the sharded cast of a ~1B-parameter model, every rank its ZeRO range */
   int64_t shape[65][2];
