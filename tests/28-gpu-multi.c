@@ -195,7 +195,8 @@ static int rank_main(int rank, int W, const char *dir) {
     cudaFree(full);
   }
   /* 1b: rows already quantized, equal bands (every piece the same size: the pieces in place of
-   * out, the rank's own copied from its input, in the transport's own kernel for sendrecv).
+   * out, the rank's own copied from its input: for sendrecv, in the transport's own kernel on 2
+   * ranks, by a copy on the call's stream before the group on more).
    * The calls run on a stream of the rank's own (non-blocking) and only that stream is
    * synchronized before the result is read: the gather must leave nothing of its own (where xq's
    * words are not out's, their copies on the communicator's side stream) unordered after it. A
