@@ -27,7 +27,7 @@ LAYERS   = base fmt jit ref ops multi comm ctx
 LIB_SRCS = $(filter-out runtime/jit/bc_lua_shim.c,$(sort $(wildcard $(LAYERS:%=runtime/%/*.c))))
 LIB_OBJS = $(LIB_SRCS:runtime/%.c=$(B)/obj/%.o) $(B)/obj/jit/embed.o
 # the command-line tool (on top of the library: it may use its internals)
-CLI_OBJS = $(B)/obj/cli.o $(B)/obj/tune.o
+CLI_OBJS = $(B)/obj/cli.o $(B)/obj/tune.o $(B)/obj/cli_util.o
 EMBED_IN = $(sort $(filter-out gen/embed.lua,$(wildcard gen/*.lua gen/tuning/*.lua)) $(wildcard templates/*) $(wildcard specs/*.lua))
 HDRS     = $(wildcard runtime/*/*.h)
 
@@ -60,7 +60,7 @@ $(B)/obj/%.o: runtime/%.c $(HDRS)
 	@mkdir -p $(@D)
 	@echo "cc $<"
 	@$(CC) $(LIB_CFLAGS) -c $< -o $@
-$(CLI_OBJS): runtime/cli.h
+$(CLI_OBJS): runtime/cli_util.h runtime/tune.h
 
 $(B)/obj/jit/embed.o: $(B)/gen/embed.c $(HDRS)
 	@mkdir -p $(@D)

@@ -14,7 +14,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "cli_util.h"
+#include "jit/bc_jit.h"
+#include "tune.h"
 
 static const char *usage =
   "usage: blockcast <command> [options]\n"
@@ -33,15 +35,6 @@ static const char *usage =
   "                                               write the winners to gen/tuning/<arch>.lua (GPU;\n"
   "                                               blockcast tune --help)\n";
 
-
-int whole_number(const char *s, long long *out) {
-  char *end = NULL;
-  errno = 0;
-  long long x = strtoll(s, &end, 10);
-  if (errno || end == s || *end) return 0;
-  *out = x;
-  return 1;
-}
 
 static int die(bc_ctx *ctx, bc_status s, const char *what) {
   fprintf(stderr, "blockcast: %s: %s: %s\n", what, bc_status_string(s), ctx ? bc_last_error(ctx) : "");
@@ -67,22 +60,6 @@ static int write_if_changed(const char *path, const void *data, size_t n) {
 }
 
 /* ---- list ---- */
-
-void collect(const char *name, void *user) {
-  names *ns = user;
-  if (ns->n == ns->cap) {
-    ns->cap = ns->cap ? 2 * ns->cap : 64;
-    ns->v = realloc(ns->v, ns->cap * sizeof *ns->v);
-    if (!ns->v) { fprintf(stderr, "blockcast: out of memory\n"); exit(1); }
-  }
-  if (!(ns->v[ns->n++] = strdup(name))) { fprintf(stderr, "blockcast: out of memory\n"); exit(1); }
-}
-
-void names_free(names *ns) {
-  for (size_t i = 0; i < ns->n; i++) free(ns->v[i]);
-  free(ns->v);
-  memset(ns, 0, sizeof *ns);
-}
 
 static const char *aot_archs(bc_ctx *ctx, const char *name, char *buf, size_t n) {
   buf[0] = 0;

@@ -28,7 +28,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "cli_util.h"
+#include "jit/bc_jit.h"
+#include "tune.h"
 
 static const char *tune_usage =
   "usage: blockcast tune [options]          (needs a CUDA device)\n"

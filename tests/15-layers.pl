@@ -107,7 +107,7 @@ ok(!(grep { !$in_map{$_} } @floors) && !(grep { !-d "runtime/$_" } @$order),
    'every folder of runtime/ is a floor of the map and every floor a folder',
    'folders: ' . join(' ', sort @floors), 'map: ' . join(' ', @$order));
 
-# objects: build/obj/<floor>/*.o, and the CLI (build/obj/cli.o, tune.o) on top of everything
+# objects: build/obj/<floor>/*.o, and the CLI (build/obj/cli.o, tune.o, cli_util.o) on top of everything
 my %layer_of;
 for my $f (@$order) {
   for my $o (glob("$B/obj/$f/*.o")) {  # an object whose source is gone is a leftover: skip it
@@ -115,7 +115,7 @@ for my $f (@$order) {
     $layer_of{$o} = $f if -f "runtime/$f/$name.c" || ($f eq 'jit' && $name =~ /^(embed|aot|aot_empty)$/);
   }
 }
-# the command-line tool: runtime/*.c (cli.c, tune.c)
+# the command-line tool: runtime/*.c (cli.c, tune.c, cli_util.c)
 for my $o (glob("$B/obj/*.o")) {
   my ($name) = $o =~ m{([^/]+)\.o$};
   $layer_of{$o} = 'top' if -f "runtime/$name.c";

@@ -1,9 +1,7 @@
-/* cli.h: what the command-line tool's files (cli.c, tune.c) share. */
-#ifndef BC_CLI_H
-#define BC_CLI_H
+/* cli_util.h: the helpers that the command-line tool's commands share (cli.c, tune.c). */
+#ifndef BC_CLI_UTIL_H
+#define BC_CLI_UTIL_H
 #include <stddef.h>
-
-#include "jit/bc_jit.h"
 
 /* a growing list of names (kernel names from bci_lua_kernel_names / bc_kernel_names) */
 typedef struct names {
@@ -15,7 +13,4 @@ void collect(const char *name, void *user);
 void names_free(names *ns);
 /* 1 when s is a whole decimal number with nothing after it (into *out), else 0 */
 int whole_number(const char *s, long long *out);
-
-/* blockcast tune (tune.c) */
-int bc_cli_tune(bc_ctx *ctx, int argc, char **argv);
 #endif
