@@ -18,7 +18,8 @@
  *               cast with the scale known (delayed scaling, bc_quantize_cast) followed by that
  *               gather, out of place and in place, against the bf16 gather; then the raw gathers
  *               and the collective again, queued (time_queued: the device's time with the host's
- *               enqueue out of the way, and the enqueue time a call);
+ *               enqueue out of the way, and the enqueue time a call), NCCL's two pieces also out of
+ *               place there;
  * before them NCCL's own curve (a raw ncclAllGather, and the same gather as grouped ncclSend /
  * ncclRecv, of 8 to 512 MiB per rank);
  * and the sharded cast of the ~1B-parameter model of bench_shard.c (each rank its ZeRO range of
