@@ -562,12 +562,13 @@ static bc_status ask_one_host(bc_ctx *ctx, bc_comm *comm, void *scratch, void *s
  * measured) and every rank is on this host (asked once per communicator, in the first such gather: a 16-byte all-reduce
  * that synchronizes the stream; ask_one_host), or when its pieces are unequal (W broadcasts of a
  * piece each cross every link W times, a gather's W - 1); else by ncclAllGather. A rank's own piece not already in place is,
- * on 2 ranks, a send to itself in the same group (NCCL copies it beside the exchange; measured: a
- * copy of it on the call's stream before the group cost one more copy's time, 2 H200s, call 42 of
- * that file); on more ranks a copy on the call's stream before the group (gather_group: the send
- * to itself made the exchange erratic on 4 H200s, 128 MiB pieces 1.27-1.29 ms in some runs and
- * 1.37-1.47 in others, fp8_e4m3_tensor and mxfp8 alike, with the side stream or without, where
- * ncclAllGather out of place took 1.235-1.24 in every run; 2026-11-29-h200x2-gather-pieces.md).
+ * on 1 or 2 ranks, a send to itself in the same group (NCCL copies it beside the exchange;
+ * measured: a copy of it on the call's stream before the group cost one more copy's time, 2
+ * H200s, call 42 of 2026-11-27-gather-sendrecv.md); on more ranks a copy on the call's stream
+ * before the group (gather_group: the send to itself made the exchange erratic on 4 H200s, 128
+ * MiB pieces of fp8_e4m3_tensor 1.22-1.29 ms in some runs and 1.37-1.41 in others, of mxfp8
+ * 1.33-1.34 and 1.42-1.47, with the side stream or without, where in place every run was steady;
+ * 2026-11-29-h200x2-gather-pieces.md).
  * That decision is the rank's own (no peer sees how its own piece lands), so ranks may differ in
  * it. BLOCKCAST_GATHER=collective / sendrecv at the communicator's creation sets one way for all. */
 static size_t sendrecv_min(const bc_comm *comm, int pieces) {
@@ -617,19 +618,20 @@ static bc_status gather_group(bc_ctx *ctx, bc_comm *comm, int njobs, const bci_g
   const int me = comm->rank;
   bc_status s = BC_OK;
   /* more than 2 ranks: the own pieces not in place copied before the group, not sent to itself;
-   * a copy that fails is reported after the group, which the peers wait for */
+   * a copy that fails is reported after the group, which the peers wait for, as the first error */
   const int copy_own = sr && comm->size > 2;
-  bc_status own = BC_OK;
-  for (int i = 0; i < njobs && copy_own && own == BC_OK; i++) {
+  char own[256] = "";
+  for (int i = 0; i < njobs && copy_own && !own[0]; i++) {
     const bci_gather_job *j = &jobs[i];
     unsigned char *mine = (unsigned char *)j->recv + j->off[me];
     if (!j->len[me] || j->send == (const void *)mine) continue;
     CUresult r = bci_cu.MemcpyAsync((CUdeviceptr)(uintptr_t)mine, (CUdeviceptr)(uintptr_t)j->send, j->len[me], (CUstream)st);
     if (r != CUDA_SUCCESS)
-      own = bci_fail(ctx, BC_ERR_CUDA, "the all-gather: copying the rank's own piece of %zu bytes into place (cuMemcpyAsync) failed: %s (%d)",
-                     j->len[me], bci_cu_error_name(r), (int)r);
+      snprintf(own, sizeof own, "the all-gather: copying the rank's own piece of %zu bytes into place (cuMemcpyAsync) failed: %s (%d)",
+               j->len[me], bci_cu_error_name(r), (int)r);
   }
-  BCI_NCCL(ctx, nc, "ncclGroupStart", nccl.GroupStart());
+  ncclResult_t nr = nccl.GroupStart();
+  if (nr != ncclSuccess) return own[0] ? bci_fail(ctx, BC_ERR_CUDA, "%s", own) : nccl_fail(ctx, nc, "ncclGroupStart", nr);
   for (int i = 0; i < njobs; i++) {
     const bci_gather_job *j = &jobs[i];
     unsigned char *recv = j->recv;
@@ -658,11 +660,12 @@ static bc_status gather_group(bc_ctx *ctx, bc_comm *comm, int njobs, const bci_g
                     j->len[r], r);
     }
   }
-  BCI_NCCL(ctx, nc, "ncclGroupEnd (the exchange)", nccl.GroupEnd());
-  return own;
+  nr = nccl.GroupEnd();
+  if (own[0]) return bci_fail(ctx, BC_ERR_CUDA, "%s", own);
+  return nr == ncclSuccess ? BC_OK : nccl_fail(ctx, nc, "ncclGroupEnd (the exchange)", nr);
 fail:
   nccl.GroupEnd(); /* a group must be closed even when a call in it failed; the first error is reported */
-  return s;
+  return own[0] ? bci_fail(ctx, BC_ERR_CUDA, "%s", own) : s;
 }
 
 bc_status bci_nccl_gatherv(bc_ctx *ctx, bc_comm *comm, int njobs, const bci_gather_job *jobs, void *stream) {
