@@ -69,28 +69,35 @@ static int do_nccl_gather_in_place(int i, void *u) {
   job *j = u;
   return j->nc->allgather((char *)j->recv + (size_t)j->rank * j->bytes, j->recv, j->bytes, MT_UINT8, j->nccl, NULL) != 0;
 }
-/* grouped ncclSend / ncclRecv out of place: the rank's piece from send to every rank, itself
- * included (NCCL copies it in the group's kernel), as bci_nccl_gatherv moves a piece not in place */
+/* one piece as ncclSend / ncclRecv inside the caller's group: from send to every rank, itself
+ * included (NCCL copies it in the group's kernel), as bci_nccl_gatherv moves a piece not in place;
+ * send NULL: in place (the rank's piece already at its place of recv, sent to the others only) */
+static int sr_piece(const job *j, const void *send, void *recv, size_t b) {
+  int bad = 0;
+  for (int r = 0; r < j->W && !bad; r++) {
+    if (!send && r == j->rank) continue;
+    const void *from = send ? send : (const char *)recv + (size_t)j->rank * b;
+    bad = j->nc->send(from, b, MT_UINT8, r, j->nccl, NULL) != 0 ||
+          j->nc->recv((char *)recv + (size_t)r * b, b, MT_UINT8, r, j->nccl, NULL) != 0;
+  }
+  return bad;
+}
+/* the job's piece (and its second, pieces == 2) in one group, out of place (from send / send2) or in place */
+static int sr_group(const job *j, int pieces, int out) {
+  int bad = j->nc->group_start() != 0;
+  bad = bad || sr_piece(j, out ? j->send : NULL, j->recv, j->bytes);
+  if (pieces == 2) bad = bad || sr_piece(j, out ? j->send2 : NULL, j->recv2, j->bytes2);
+  return (j->nc->group_end() != 0) | bad;
+}
+/* grouped ncclSend / ncclRecv out of place, as bci_nccl_gatherv moves a piece not in place */
 static int do_nccl_sendrecv_out(int i, void *u) {
   (void)i;
-  job *j = u;
-  int bad = j->nc->group_start() != 0;
-  for (int r = 0; r < j->W && !bad; r++)
-    bad = j->nc->send(j->send, j->bytes, MT_UINT8, r, j->nccl, NULL) != 0 ||
-          j->nc->recv((char *)j->recv + (size_t)r * j->bytes, j->bytes, MT_UINT8, r, j->nccl, NULL) != 0;
-  return (j->nc->group_end() != 0) | bad;
+  return sr_group(u, 1, 1);
 }
 /* the same gather as grouped ncclSend / ncclRecv: each rank's piece to every other rank, in place */
 static int do_nccl_sendrecv(int i, void *u) {
   (void)i;
-  job *j = u;
-  int W = j->W, me = j->rank, bad = j->nc->group_start() != 0;
-  for (int r = 0; r < W && !bad; r++) {
-    if (r == me) continue;
-    bad = j->nc->send((char *)j->recv + (size_t)me * j->bytes, j->bytes, MT_UINT8, r, j->nccl, NULL) != 0 ||
-          j->nc->recv((char *)j->recv + (size_t)r * j->bytes, j->bytes, MT_UINT8, r, j->nccl, NULL) != 0;
-  }
-  return (j->nc->group_end() != 0) | bad;
+  return sr_group(u, 1, 0);
 }
 /* two pieces in buffers of their own (a format's data and its scales), in one group, in place:
  * what NCCL itself takes to move them, as two ncclAllGathers or as send / receive */
@@ -104,18 +111,7 @@ static int do_nccl_gather_two(int i, void *u) {
 }
 static int do_nccl_sendrecv_two(int i, void *u) {
   (void)i;
-  job *j = u;
-  int W = j->W, me = j->rank, bad = j->nc->group_start() != 0;
-  for (int p = 0; p < 2; p++) {
-    char *recv = p ? j->recv2 : j->recv;
-    size_t b = p ? j->bytes2 : j->bytes;
-    for (int r = 0; r < W && !bad; r++) {
-      if (r == me) continue;
-      bad = j->nc->send(recv + (size_t)me * b, b, MT_UINT8, r, j->nccl, NULL) != 0 ||
-            j->nc->recv(recv + (size_t)r * b, b, MT_UINT8, r, j->nccl, NULL) != 0;
-    }
-  }
-  return (j->nc->group_end() != 0) | bad;
+  return sr_group(u, 2, 0);
 }
 /* the same two pieces out of place: from send / send2, the own pieces copied too */
 static int do_nccl_gather_two_out(int i, void *u) {
@@ -128,16 +124,7 @@ static int do_nccl_gather_two_out(int i, void *u) {
 }
 static int do_nccl_sendrecv_two_out(int i, void *u) {
   (void)i;
-  job *j = u;
-  int bad = j->nc->group_start() != 0;
-  for (int p = 0; p < 2; p++) {
-    const void *send = p ? j->send2 : j->send;
-    char *recv = p ? j->recv2 : j->recv;
-    size_t b = p ? j->bytes2 : j->bytes;
-    for (int r = 0; r < j->W && !bad; r++)
-      bad = j->nc->send(send, b, MT_UINT8, r, j->nccl, NULL) != 0 || j->nc->recv(recv + (size_t)r * b, b, MT_UINT8, r, j->nccl, NULL) != 0;
-  }
-  return (j->nc->group_end() != 0) | bad;
+  return sr_group(u, 2, 1);
 }
 static int do_gather(int i, void *u) {
   (void)i;
