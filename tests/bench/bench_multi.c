@@ -1,7 +1,7 @@
 /* tests/bench/bench_multi.c: the collectives over real NCCL, one process per GPU (2 to 8 GPUs;
  * says so and stops with fewer), busbw as nccl-tests computes it for an all-gather
  * (algbw = all ranks' bytes / time, busbw = algbw x (W - 1) / W). Rank 0 prints, for a bf16
- * activation [M, 8192] per rank of 64 and 256 MiB:
+ * activation [M, 8192] per rank of 64 and 256 MiB ($BC_BENCH_MULTI_MB: other sizes, e.g. 64,96,128):
  *   bf16        ncclAllGather of the bf16 rows (what a bf16 gather costs);
  *   <format>    bc_all_gather of the rows into the format, rowwise (quantize + exchange + assembly),
  *               against the fastest raw gather of the bytes it sends (bc_all_gather_bytes, rounded
@@ -248,6 +248,29 @@ static void time_two(const job *raw, uint64_t d, uint64_t s, int W, int rank, fl
   cudaFree(t2);
 }
 
+/* The activation sizes, MiB a rank: $BC_BENCH_MULTI_MB (a comma-separated list, 1 to 8 of them, each
+ * 1 to 1024), else 64 and 256. A malformed list is refused with a message (returns 0). */
+static int activation_sizes(int *mb) {
+  const char *e = getenv("BC_BENCH_MULTI_MB");
+  if (!e || !*e) {
+    mb[0] = 64, mb[1] = 256;
+    return 2;
+  }
+  int n = 0;
+  for (const char *p = e;;) {
+    char *end;
+    long v = strtol(p, &end, 10);
+    if (end == p || v < 1 || v > 1024 || n == 8 || (*end != ',' && *end != 0)) {
+      fprintf(stderr, "bench_multi: BC_BENCH_MULTI_MB is '%s'; expected 1 to 8 sizes in MiB a rank (1 to 1024), comma-separated, "
+                      "e.g. 64,96,128\n", e);
+      return 0;
+    }
+    mb[n++] = (int)v;
+    if (!*end) return n;
+    p = end + 1;
+  }
+}
+
 static double busbw(size_t per_rank, int W, float ms) { return (double)per_rank * W / (ms * 1e-3) / 1e9 * (W - 1) / W; }
 
 static int rank_main(int rank, int W, const char *dir) {
@@ -315,10 +338,13 @@ static int rank_main(int rank, int W, const char *dir) {
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   const int64_t K = 8192;
   const char *fmts[] = { "fp8_e4m3_tensor", "mxfp8_e4m3", "nvfp4" };
-  char qlines[4096];
+  char qlines[8192];
   int qlen = 0;
   qlines[0] = 0;
-  for (int mb = 64; mb <= 256; mb *= 4) {
+  int mbs[8], nmb = activation_sizes(mbs);
+  if (!nmb) return 1;
+  for (int mi = 0; mi < nmb; mi++) {
+    const int mb = mbs[mi];
     int64_t M = (int64_t)mb * 1024 * 1024 / (K * 2), rows[8];
     for (int r = 0; r < W; r++) rows[r] = M;
     size_t per = (size_t)(M * K) * 2;
