@@ -556,11 +556,11 @@ static bc_status ask_one_host(bc_ctx *ctx, bc_comm *comm, void *scratch, void *s
  * gathered in place (16 MiB of data and 2 MiB of block scales a rank) took 0.099-0.102 ms as
  * send / receive and 0.091-0.094 as two ncclAllGathers (one piece of their 18 MiB: 0.088), MXFP8
  * (32 MiB and 1 MiB) 0.147-0.154 against 0.158-0.160, and with 64 MiB pieces or more send /
- * receive won by 10-50 us (2026-11-29-h200x2-gather-pieces.md); with 24 MiB pieces the two
- * ncclAllGathers still won by 5-7 us in place on a later host, while on another host send /
- * receive won at 16 and 24 MiB by 1-13 us (2026-11-29-h200x2-gather-hosts.md: the rule keeps what
- * four of five 2-GPU machines measured). So auto sends the whole group by send / receive when one of its pieces is at least
- * sendrecv_min() bytes (2 ranks: 8 MiB alone, 32 MiB among several; 64 MiB on more; 8 ranks not
+ * receive won by 10-50 us (2026-11-29-h200x2-gather-pieces.md). With 24 MiB pieces the two
+ * ncclAllGathers still won by 5-7 us in place on another such host, while on a third send /
+ * receive won at 16 and 24 MiB by 1-13 us (2026-11-29-h200x2-gather-hosts.md): the rule keeps
+ * what four of the five 2-GPU machines measured favour. So auto sends the whole group by send /
+ * receive when one of its pieces is at least sendrecv_min() bytes (2 ranks: 8 MiB alone, 32 MiB among several; 64 MiB on more; 8 ranks not
  * measured) and every rank is on this host (asked once per communicator, in the first such gather: a 16-byte all-reduce
  * that synchronizes the stream; ask_one_host), or when its pieces are unequal (W broadcasts of a
  * piece each cross every link W times, a gather's W - 1); else by ncclAllGather. A rank's own piece not already in place is,

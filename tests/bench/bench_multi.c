@@ -580,6 +580,8 @@ int main(int argc, char **argv) {
   if (cm >= 0) return cm;
   if (argc > 4 && !strcmp(argv[1], "--rank")) return rank_main(atoi(argv[2]), atoi(argv[3]), argv[4]);
   setvbuf(stdout, NULL, _IOLBF, 0);
+  int mbs[8];
+  if (!activation_sizes(mbs)) return 2; /* said why; the ranks read the same list */
   char why[256], *end = NULL;
   int n = mt_gpu_count(argv[0], why, sizeof why);
   if (n < 0) {
