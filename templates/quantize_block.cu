@@ -65,6 +65,13 @@
    (6-bit codes: 48 + 16) would put a warp's 32 lanes on one bank; 80 spreads them like 8-bit's */
 #define BC_CSTRIDE ((BC_OB + 16) % 64 ? BC_OB + 16 : BC_OB + 32)
 #define BC_CHOLD (BC_CH <= 16)                             /* column words held in registers */
+/* a rowwise run of several blocks of one-byte scales (NVFP4's 1x16 blocks: two a 32-element run)
+   writes them with one store where the layout allows (bc_write_scales_n): from fp32 inputs, where
+   it was measured faster (H200, 16384^2: NVFP4 "both" 437.5 -> 425.0 us, rowwise 325.4 -> 322.0, the
+   sharded cast's NVFP4 step 1.40 -> 1.37x its floor); from bf16 the rowwise kernel ran 2.5% slower
+   (188.7 -> 193.5 us) and "both" the same, so 16-bit inputs keep a store a block
+   (tests/bench/NOTES.md, "NVFP4's two rowwise scales of a run in one store") */
+#define BC_ROW_SCALES_N (!BC_2D && BC_S == 4 && BC_NBLK_R > 1 && BC_SCALE_BYTES == 1 && (BC_NBLK_R == 2 || BC_NBLK_R == 4))
 /* elements encoded through a wider conversion, low_first: codes four at a time, one squeezed word
    each (common.cuh: bc_encode4); other elements pair by pair */
 #define BC_QUAD (BC_ELEM_VIA && !BC_PACK_HIGH_FIRST)
@@ -289,6 +296,29 @@ static __device__ __forceinline__ void bc_pool_bmax(float *bmax, int slot, float
     atomicMax((unsigned int *)&bmax[slot], __float_as_uint(m));
 }
 #endif
+
+// One-byte scale entries (r, c .. c + N - 1) of layout sl, c a multiple of N (N = 2 or 4): one
+// N-byte store where they are adjacent bytes (row-major compact; the 128x4 swizzle, whose entries
+// c, c + 1 share a word when c is even in the atom) at an N-byte aligned address, else entry by
+// entry. A warp's one-byte stores of a run's blocks were one L2 request a block and row (NVFP4's
+// 1x16 blocks, two a 32-element run: tests/bench/NOTES.md, "the both kernels' ceiling").
+template <int N>
+static __device__ __forceinline__ void bc_write_scales_n(void *scale, const bc_sl &sl, i64 r, i64 c, const u32 (&stored)[N]) {
+  static_assert(N == 2 || N == 4, "two or four entries");
+  const i64 off = bc_sl_offset(sl, r, c);
+  u8 *p = (u8 *)scale + off;
+  if ((sl.order == 0 || sl.order == 2) && c + N <= sl.lcols && ((off | (i64)(unsigned long long)p) & (N - 1)) == 0) {
+    u32 w = 0u;
+#pragma unroll
+    for (int b = 0; b < N; b++) w |= (stored[b] & 0xFFu) << (8 * b);
+    if (N == 2) *(u16 *)p = (u16)w;
+    else *(u32 *)p = w;
+    return;
+  }
+#pragma unroll
+  for (int b = 0; b < N; b++)
+    if (c + b < sl.lcols) ((u8 *)scale)[bc_sl_offset(sl, r, c + b)] = (u8)stored[b];
+}
 
 // Columnwise-only kernels of 6 blocks an SM (40 registers) keep the per-thread forms of the
 // tile's load addresses, tile index and two-level factors: ptxas spilled or stalled their
@@ -727,6 +757,10 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
 #endif
       float enc[BC_NBLK_R];
       bool nosat = true;  // every block of the run: amax x factor <= max (no element saturates)
+#if BC_ROW_SCALES_N
+      u32 rstored[BC_NBLK_R];  // the run's one-byte rowwise scales, written together below
+      i64 rsc0 = 0;
+#endif
 #pragma unroll
       for (int b = 0; b < BC_NBLK_R; b++) {
         float m;
@@ -746,9 +780,14 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
         nosat = nosat && __fmul_rn(m, s.enc) <= BC_ELEM_MAX_FINITE;
         // (c0 is a multiple of BC_TC: where that is a multiple of BC_BC, the block index is c0's plus a shift)
         const i64 sc = BC_TC % BC_BC == 0 ? c0 / BC_BC + (i64)((unsigned)(tc0 + b * BC_BC) / BC_BC) : (c + b * BC_BC) / BC_BC;
+#if BC_ROW_SCALES_N
+        rstored[b] = s.stored;
+        if (b == 0) rsc0 = sc;
+#else
         if (BC_ROWWISE && live && (tc0 / BC_RUN_R) % BC_LANES_R == 0 && sc < row_sl.lcols &&
             (!BC_2D || row_sl.per_row || tr % BC_BR == 0))
           bc_write_scale(row_scale, row_sl, row_sl.per_row ? r : r / BC_BR, sc, s.stored);
+#endif
 #if BC_COLREG
         // the block's columnwise scale (view [cols, rows]: view row c / BC_BC, or each column where
         // the layout has one per row; view column r / BC_CBR), from its first row's runs
@@ -764,6 +803,10 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
         }
 #endif
       }
+#if BC_ROW_SCALES_N
+      if (BC_ROWWISE && live && (!BC_2D || row_sl.per_row || tr % BC_BR == 0))
+        bc_write_scales_n<BC_NBLK_R>(row_scale, row_sl, row_sl.per_row ? r : r / BC_BR, rsc0, rstored);
+#endif
       if (!live) continue;
       // encode and store BC_RUN_BYTES output bytes
       u32 w[BC_RUN_BYTES / 4];
