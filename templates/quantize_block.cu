@@ -804,8 +804,7 @@ ${KERNEL}(const BC_DTYPE_T *__restrict__ in, i64 rows, i64 cols, i64 ld, const f
 #endif
       }
 #if BC_ROW_SCALES_N
-      if (BC_ROWWISE && live && (!BC_2D || row_sl.per_row || tr % BC_BR == 0))
-        bc_write_scales_n<BC_NBLK_R>(row_scale, row_sl, row_sl.per_row ? r : r / BC_BR, rsc0, rstored);
+      if (BC_ROWWISE && live) bc_write_scales_n<BC_NBLK_R>(row_scale, row_sl, r, rsc0, rstored);  // 1D: scale row r
 #endif
       if (!live) continue;
       // encode and store BC_RUN_BYTES output bytes

@@ -560,10 +560,11 @@ static bc_status ask_one_host(bc_ctx *ctx, bc_comm *comm, void *scratch, void *s
  * ncclAllGathers still won by 5-7 us in place on another such host, while on a third send /
  * receive won at 16 and 24 MiB by 1-13 us (2026-11-29-h200x2-gather-hosts.md): the rule keeps
  * what four of the five 2-GPU machines measured favour. So auto sends the whole group by send /
- * receive when one of its pieces is at least sendrecv_min() bytes (2 ranks: 8 MiB alone, 32 MiB among several; 64 MiB on more; 8 ranks not
- * measured) and every rank is on this host (asked once per communicator, in the first such gather: a 16-byte all-reduce
- * that synchronizes the stream; ask_one_host), or when its pieces are unequal (W broadcasts of a
- * piece each cross every link W times, a gather's W - 1); else by ncclAllGather. A rank's own piece not already in place is,
+ * receive when one of its pieces is at least sendrecv_min() bytes (2 ranks: 8 MiB alone, 32 MiB
+ * among several; 64 MiB on more; 8 ranks not measured) and every rank is on this host (asked once
+ * per communicator, in the first such gather: a 16-byte all-reduce that synchronizes the stream;
+ * ask_one_host), or when its pieces are unequal (W broadcasts of a piece each cross every link W
+ * times, a gather's W - 1); else by ncclAllGather. A rank's own piece not already in place is,
  * on 1 or 2 ranks, a send to itself in the same group (NCCL copies it beside the exchange;
  * measured: a copy of it on the call's stream before the group cost one more copy's time, 2
  * H200s, call 42 of 2026-11-27-gather-sendrecv.md); on more ranks a copy on the call's stream

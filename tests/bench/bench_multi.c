@@ -99,28 +99,29 @@ static int do_nccl_sendrecv(int i, void *u) {
   (void)i;
   return sr_group(u, 1, 0);
 }
-/* two pieces in buffers of their own (a format's data and its scales), in one group, in place:
- * what NCCL itself takes to move them, as two ncclAllGathers or as send / receive */
+/* two pieces in buffers of their own (a format's data and its scales) as two ncclAllGathers in one
+ * group, out of place (from send / send2, the own pieces copied too) or in place */
+static int ag_two(const job *j, int out) {
+  const void *s1 = out ? j->send : (const char *)j->recv + (size_t)j->rank * j->bytes;
+  const void *s2 = out ? j->send2 : (const char *)j->recv2 + (size_t)j->rank * j->bytes2;
+  int bad = j->nc->group_start() != 0;
+  bad = bad || j->nc->allgather(s1, j->recv, j->bytes, MT_UINT8, j->nccl, NULL) != 0 ||
+        j->nc->allgather(s2, j->recv2, j->bytes2, MT_UINT8, j->nccl, NULL) != 0;
+  return (j->nc->group_end() != 0) | bad;
+}
+/* in place: what NCCL itself takes to move them, as two ncclAllGathers or as send / receive */
 static int do_nccl_gather_two(int i, void *u) {
   (void)i;
-  job *j = u;
-  int bad = j->nc->group_start() != 0;
-  bad = bad || j->nc->allgather((char *)j->recv + (size_t)j->rank * j->bytes, j->recv, j->bytes, MT_UINT8, j->nccl, NULL) != 0 ||
-        j->nc->allgather((char *)j->recv2 + (size_t)j->rank * j->bytes2, j->recv2, j->bytes2, MT_UINT8, j->nccl, NULL) != 0;
-  return (j->nc->group_end() != 0) | bad;
+  return ag_two(u, 0);
 }
 static int do_nccl_sendrecv_two(int i, void *u) {
   (void)i;
   return sr_group(u, 2, 0);
 }
-/* the same two pieces out of place: from send / send2, the own pieces copied too */
+/* the same two pieces out of place */
 static int do_nccl_gather_two_out(int i, void *u) {
   (void)i;
-  job *j = u;
-  int bad = j->nc->group_start() != 0;
-  bad = bad || j->nc->allgather(j->send, j->recv, j->bytes, MT_UINT8, j->nccl, NULL) != 0 ||
-        j->nc->allgather(j->send2, j->recv2, j->bytes2, MT_UINT8, j->nccl, NULL) != 0;
-  return (j->nc->group_end() != 0) | bad;
+  return ag_two(u, 1);
 }
 static int do_nccl_sendrecv_two_out(int i, void *u) {
   (void)i;
